@@ -1,0 +1,237 @@
+//! The configuration file: what users write (YAML, or JSON, which is YAML; a `servers` list
+//! and/or the mcp.json `mcpServers` map) turned into a validated [`Config`]. Owns the validated
+//! types, their defaults and [`ConfigError`]. Pure: the file's text and the environment lookup
+//! are parameters; reading the file and the environment is the caller's job.
+//!
+//! Validation reports every problem, each with its field path, and never stops at the first:
+//! `toolbroker check` lists them all. Env and header values are secrets ([`SecretString`]), so
+//! a `Debug` print of a config never shows them.
+
+mod raw;
+mod transport;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf, time::Duration};
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{expand::Lookup, names::ServerName, state::Readiness};
+
+/// A call's timeout when the server entry gives none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connect + initialize + first tools/list, when the entry gives none; generous because
+/// `npx` may download the server first.
+pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest prefix allowed, leaving room for the tool name within the 64 characters
+/// LLM APIs accept.
+pub const MAX_PREFIX_LEN: usize = 32;
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// The gRPC address; `None` = the built-in default unless `--listen` says otherwise.
+    pub listen: Option<SocketAddr>,
+    /// Where Prometheus metrics are served; `None` = off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// When the broker reports itself ready.
+    pub readiness: Readiness,
+    /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
+    pub servers: Vec<ServerSpec>,
+}
+
+/// One MCP server to connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// Its unique name.
+    pub name: ServerName,
+    /// How to reach it.
+    pub transport: TransportSpec,
+    /// The allow-list of original tool names (as the server names them); empty = all tools.
+    pub tools: Vec<String>,
+    /// Put before each tool name to make the exposed name; letters, digits, `_` and `-`.
+    pub prefix: String,
+    /// The longest a tool call may take.
+    pub timeout: Duration,
+    /// The longest connecting, initializing and the first tools/list may take.
+    pub init_timeout: Duration,
+}
+
+/// How to reach an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportSpec {
+    /// A child process speaking JSON-RPC over stdin/stdout.
+    Stdio(StdioSpec),
+    /// An HTTP endpoint (streamable HTTP or legacy SSE).
+    Http(HttpSpec),
+}
+
+impl TransportSpec {
+    /// The configured transport's name: "stdio", "streamable-http", "sse", or "auto" when the
+    /// HTTP flavour is detected on connect (and reported then).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TransportSpec::Stdio(_) => "stdio",
+            TransportSpec::Http(http) => match http.mode {
+                HttpMode::Auto => "auto",
+                HttpMode::StreamableHttp => "streamable-http",
+                HttpMode::Sse => "sse",
+            },
+        }
+    }
+}
+
+/// Names mapped to secret values (env variables, HTTP headers), sorted by name so that equal
+/// maps compare equal whatever order the file gave.
+pub type Secrets = BTreeMap<String, SecretString>;
+
+/// A server run as a child process.
+#[derive(Debug, Clone)]
+pub struct StdioSpec {
+    /// The program, found on `PATH` if it has no `/`.
+    pub command: String,
+    /// Its arguments, expanded.
+    pub args: Vec<String>,
+    /// Variables added to the broker's environment for the child; values are secrets.
+    pub env: Secrets,
+    /// Its working directory; `None` = the broker's.
+    pub cwd: Option<PathBuf>,
+}
+
+/// A server reached over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    /// The endpoint, `http://` or `https://`.
+    pub url: String,
+    /// Which HTTP transport to speak.
+    pub mode: HttpMode,
+    /// Headers sent with every request (e.g. `Authorization`); values are secrets.
+    pub headers: Secrets,
+}
+
+/// Which MCP HTTP transport to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMode {
+    /// Streamable HTTP, falling back to legacy SSE as the MCP spec describes.
+    Auto,
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// Legacy HTTP+SSE only.
+    Sse,
+}
+
+// By hand because SecretString has no PartialEq; hot reload diffs specs, so secrets count.
+impl PartialEq for StdioSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.command == other.command
+            && self.args == other.args
+            && secrets_eq(&self.env, &other.env)
+            && self.cwd == other.cwd
+    }
+}
+impl Eq for StdioSpec {}
+
+impl PartialEq for HttpSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.url == other.url
+            && self.mode == other.mode
+            && secrets_eq(&self.headers, &other.headers)
+    }
+}
+impl Eq for HttpSpec {}
+
+fn secrets_eq(a: &Secrets, b: &Secrets) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && va.expose_secret() == vb.expose_secret())
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where: a field path like `servers[2].timeout` or `mcpServers.memory.args[0]`; empty for
+    /// the document as a whole.
+    pub path: String,
+    /// What is wrong, naming the value at fault (never a secret's value).
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// An error at `path`.
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.path, self.reason)
+        }
+    }
+}
+
+/// Every problem found in a config file (at least one), top-level settings first, then each
+/// server in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Parses and validates a config file's text; `lookup` resolves `${VAR}` references.
+///
+/// An empty document (or `{}`) is a valid config with no servers.
+pub fn parse(text: &str, lookup: Lookup<'_>) -> Result<Config, ConfigErrors> {
+    let document = raw::load(text).map_err(ConfigErrors)?;
+    let mut errors = Vec::new();
+    let config = validate::config(document, lookup, &mut errors);
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// Field paths as users read them: `servers[2].env.API_KEY`.
+mod path {
+    /// `at.key` (or `key` at the top).
+    pub fn field(at: &str, key: &str) -> String {
+        join(at, key)
+    }
+
+    /// `at[i]`.
+    pub fn index(at: &str, i: usize) -> String {
+        format!("{at}[{i}]")
+    }
+
+    /// `at` followed by a relative path such as `args[0]` or `env.KEY`.
+    pub fn join(at: &str, rest: &str) -> String {
+        if at.is_empty() || rest.is_empty() || rest.starts_with('[') {
+            format!("{at}{rest}")
+        } else {
+            format!("{at}.{rest}")
+        }
+    }
+}

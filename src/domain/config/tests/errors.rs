@@ -1,0 +1,515 @@
+//! Tests of config validation errors: each input gives exactly the listed (path, reason) pairs.
+
+use super::{ConfigError, ConfigErrors, errors};
+
+/// Asserts the errors of `text` are exactly `want`, as (path, part of the reason).
+fn assert_errors(text: &str, want: &[(&str, &str)]) {
+    let got = errors(text);
+    let shown: Vec<String> = got.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "input:\n{text}\ngot:\n{}",
+        shown.join("\n")
+    );
+    for (error, (path, reason)) in got.iter().zip(want) {
+        assert_eq!(
+            error.path,
+            *path,
+            "input:\n{text}\ngot:\n{}",
+            shown.join("\n")
+        );
+        assert!(
+            error.reason.contains(reason),
+            "{error:?} should contain {reason:?}"
+        );
+    }
+}
+
+#[test]
+fn unknown_keys_are_named_with_suggestions() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, comand: x}]",
+            &[
+                (
+                    "servers[0].comand",
+                    "unknown field; did you mean \"command\"?",
+                ),
+                ("servers[0]", "missing \"command\" (stdio) or \"url\""),
+            ],
+        ),
+        (
+            "servers: [{name: a, command: x, timout: 5s}]",
+            &[("servers[0].timout", "did you mean \"timeout\"?")],
+        ),
+        (
+            "servers: [{name: a, command: x, zzz: 1}]",
+            &[(
+                "servers[0].zzz",
+                "unknown field; expected one of: name, transport, command, args",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x, type: stdio}]",
+            &[("servers[0].type", "did you mean \"transport\"?")],
+        ),
+        (
+            "mcpServers: {a: {name: a, command: x}}",
+            &[("mcpServers.a.name", "the key is the server's name")],
+        ),
+        (
+            "mcp_servers: {}",
+            &[("mcp_servers", "did you mean \"mcpServers\"?")],
+        ),
+        (
+            "Listen: '0.0.0.0:1'",
+            &[("Listen", "did you mean \"listen\"?")],
+        ),
+        (
+            "inputs: []",
+            &[(
+                "inputs",
+                "expected one of: listen, metrics_listen, readiness, servers, mcpServers",
+            )],
+        ),
+        (
+            "mcpServers: {a: {command: x, Env: {}}}",
+            &[("mcpServers.a.Env", "did you mean \"env\"?")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn server_identity_errors() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{command: x}]",
+            &[("servers[0]", "missing field \"name\"")],
+        ),
+        (
+            "servers: [{name: ~, command: x}]",
+            &[("servers[0]", "missing field \"name\"")],
+        ),
+        (
+            "servers: [{name: 'my server', command: x}]",
+            &[(
+                "servers[0].name",
+                "invalid server name: \"my server\" contains ' '",
+            )],
+        ),
+        (
+            "servers: [{name: '', command: x}]",
+            &[("servers[0].name", "invalid server name: must not be empty")],
+        ),
+        (
+            "mcpServers: {'a.b': {command: x}}",
+            &[("mcpServers.a.b", "\"a.b\" contains '.'")],
+        ),
+        (
+            "servers: [{name: a, command: x}, {name: b, command: y}, {name: a, url: 'http://h'}]",
+            &[(
+                "servers[2].name",
+                "duplicate server name \"a\"; first defined at servers[0]",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x}]\nmcpServers: {a: {command: y}}",
+            &[(
+                "mcpServers.a",
+                "duplicate server name \"a\"; first defined at servers[0]",
+            )],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn transport_errors() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, command: x, url: 'http://h'}]",
+            &[("servers[0]", "not both")],
+        ),
+        (
+            "servers: [{name: a}]",
+            &[("servers[0]", "missing \"command\" (stdio) or \"url\"")],
+        ),
+        (
+            "servers: [{name: a, transport: stdio, url: 'http://h'}]",
+            &[(
+                "servers[0].transport",
+                "transport \"stdio\" needs \"command\", but this server has \"url\"",
+            )],
+        ),
+        (
+            "servers: [{name: a, transport: sse, command: x}]",
+            &[("servers[0].transport", "transport \"sse\" needs \"url\"")],
+        ),
+        (
+            "mcpServers: {a: {type: http, command: x}}",
+            &[("mcpServers.a.type", "transport \"http\" needs \"url\"")],
+        ),
+        (
+            "servers: [{name: a, transport: stdoi, command: x}]",
+            &[(
+                "servers[0].transport",
+                "unknown transport \"stdoi\"; did you mean \"stdio\"?",
+            )],
+        ),
+        (
+            "servers: [{name: a, transport: websocket, url: 'http://h'}]",
+            &[(
+                "servers[0].transport",
+                "expected one of: stdio, sse, streamable-http, http",
+            )],
+        ),
+        (
+            "mcpServers: {a: {type: stdio, transport: stdio, command: x}}",
+            &[("mcpServers.a.type", "give only one")],
+        ),
+        (
+            "servers: [{name: a, command: x, headers: {A: b}}]",
+            &[(
+                "servers[0].headers",
+                "only for sse and streamable-http servers",
+            )],
+        ),
+        (
+            "servers: [{name: a, url: 'http://h', args: [x], env: {A: b}, cwd: /}]",
+            &[
+                ("servers[0].args", "only for stdio servers"),
+                ("servers[0].env", "only for stdio servers"),
+                ("servers[0].cwd", "only for stdio servers"),
+            ],
+        ),
+        (
+            "servers: [{name: a, url: 'ftp://h'}]",
+            &[(
+                "servers[0].url",
+                "invalid url \"ftp://h\"; it must start with http://",
+            )],
+        ),
+        (
+            "servers: [{name: a, url: 'https://'}]",
+            &[("servers[0].url", "has no host")],
+        ),
+        (
+            "servers: [{name: a, command: ''}]",
+            &[("servers[0].command", "must not be empty")],
+        ),
+        (
+            "servers: [{name: a, command: x, cwd: '${EMPTY}'}]",
+            &[("servers[0].cwd", "\"${EMPTY}\" expands to an empty value")],
+        ),
+        (
+            "servers: [{name: a, url: 'http://h', headers: {'Bad Name': x, Ok: '${MULTILINE}', ok: y}}]",
+            &[
+                (
+                    "servers[0].headers.Bad Name",
+                    "invalid header name \"Bad Name\"",
+                ),
+                ("servers[0].headers.Ok", "control character"),
+                ("servers[0].headers.ok", "header \"ok\" is given twice"),
+            ],
+        ),
+        (
+            "servers: [{name: a, command: x, env: {'A=B': x}}]",
+            &[("servers[0].env.A=B", "invalid environment variable name")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn value_errors() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "mcpServers: {a: {command: x, timeout: thirty}}",
+            &[("mcpServers.a.timeout", "invalid duration \"thirty\"")],
+        ),
+        (
+            "mcpServers: {a: {command: x, timeout: 0}}",
+            &[("mcpServers.a.timeout", "greater than zero")],
+        ),
+        (
+            "mcpServers: {a: {command: x, timeout: 0s}}",
+            &[("mcpServers.a.timeout", "greater than zero")],
+        ),
+        (
+            "mcpServers: {a: {command: x, init_timeout: -5}}",
+            &[("mcpServers.a.init_timeout", "invalid duration -5")],
+        ),
+        (
+            "mcpServers: {a: {command: x, timeout: 1.5}}",
+            &[("mcpServers.a.timeout", "invalid duration 1.5")],
+        ),
+        (
+            "mcpServers: {a: {command: x, timeout: [1]}}",
+            &[("mcpServers.a.timeout", "found a list")],
+        ),
+        (
+            "mcpServers: {a: {command: x, prefix: 'ev.'}}",
+            &[(
+                "mcpServers.a.prefix",
+                "prefix \"ev.\" contains '.'; use only letters",
+            )],
+        ),
+        (
+            "mcpServers: {a: {command: x, prefix: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'}}",
+            &[("mcpServers.a.prefix", "is 33 characters long; at most 32")],
+        ),
+        (
+            "mcpServers: {a: {command: x, tools: [echo, '', echo]}}",
+            &[
+                ("mcpServers.a.tools[1]", "tool name must not be empty"),
+                (
+                    "mcpServers.a.tools[2]",
+                    "tool \"echo\" is listed twice (first at mcpServers.a.tools[0])",
+                ),
+            ],
+        ),
+        (
+            "listen: 'localhost:50051'",
+            &[("listen", "invalid socket address \"localhost:50051\"")],
+        ),
+        (
+            "metrics_listen: '0.0.0.0'",
+            &[("metrics_listen", "invalid socket address \"0.0.0.0\"")],
+        ),
+        (
+            "readiness: al",
+            &[(
+                "readiness",
+                "unknown readiness \"al\"; did you mean \"all\"?",
+            )],
+        ),
+        (
+            "readiness: never",
+            &[("readiness", "expected one of: first-attempt, all")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn unset_variables_are_named_with_their_path() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, command: x}, {name: b, command: y, env: {API_KEY: '${NOPE}'}}]",
+            &[(
+                "servers[1].env.API_KEY",
+                "environment variable NOPE is not set (write ${NOPE:-default} to give a default)",
+            )],
+        ),
+        (
+            "mcpServers: {m: {command: x, args: [a, '${A}-${B}']}}",
+            &[
+                ("mcpServers.m.args[1]", "environment variable A is not set"),
+                ("mcpServers.m.args[1]", "environment variable B is not set"),
+            ],
+        ),
+        (
+            "servers: [{name: a, url: 'http://${HOST}/mcp', headers: {Authorization: 'Bearer ${TOKEN2}'}}]",
+            &[
+                ("servers[0].url", "environment variable HOST is not set"),
+                (
+                    "servers[0].headers.Authorization",
+                    "environment variable TOKEN2 is not set",
+                ),
+            ],
+        ),
+        (
+            "servers: [{name: a, command: '${CMD}', cwd: '${DIR}'}]",
+            &[
+                ("servers[0].command", "CMD is not set"),
+                ("servers[0].cwd", "DIR is not set"),
+            ],
+        ),
+        (
+            "servers: [{name: a, command: 'x${A'}]",
+            &[("servers[0].command", "unterminated \"${\" at byte 1")],
+        ),
+        (
+            "servers: [{name: a, command: '${1X}'}]",
+            &[("servers[0].command", "invalid variable reference \"${1X}\"")],
+        ),
+        (
+            "servers: [{name: a, command: '${}'}]",
+            &[("servers[0].command", "empty variable name")],
+        ),
+        (
+            "listen: '${ADDR}'",
+            &[("listen", "environment variable ADDR is not set")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn type_errors_name_their_path() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, command: x, args: 5}]",
+            &[(
+                "servers[0].args",
+                "invalid type: integer `5`, expected a sequence",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x, args: [a, 1.5]}]",
+            &[("servers[0].args[1]", "floating point `1.5`")],
+        ),
+        (
+            "servers: [{name: a, command: x, env: [a]}]",
+            &[("servers[0].env", "expected a map of names to values")],
+        ),
+        (
+            "servers: [{name: a, command: x, env: {A: {b: c}}}]",
+            &[("servers[0].env.A", "invalid type: map")],
+        ),
+        (
+            "servers: [{name: a, command: x, tools: echo}]",
+            &[("servers[0].tools", "expected a sequence")],
+        ),
+        (
+            "servers: [{name: 5, command: x}]",
+            &[("servers[0].name", "expected a string")],
+        ),
+        (
+            "servers: [{name: a, command: [x]}]",
+            &[("servers[0].command", "expected a string")],
+        ),
+        (
+            "servers: [{name: a, url: {}}]",
+            &[("servers[0].url", "expected a string")],
+        ),
+        (
+            "servers: 5",
+            &[("servers", "expected a list of servers, found a number")],
+        ),
+        (
+            "servers: [everything]",
+            &[(
+                "servers[0]",
+                "expected a mapping of server fields, found a string",
+            )],
+        ),
+        ("mcpServers: [a]", &[("mcpServers", "expected a map")]),
+        (
+            "mcpServers: {a: null}",
+            &[(
+                "mcpServers.a",
+                "expected a mapping of server fields, found nothing",
+            )],
+        ),
+        (
+            "- a\n- b",
+            &[("", "expected a mapping of settings, found a list")],
+        ),
+        ("listen: 50051", &[("listen", "expected a string")]),
+        (
+            "a: !custom x",
+            &[("a", "yaml tag !custom is not supported")],
+        ),
+        ("[1]: x", &[("", "mapping keys must be strings")]),
+        (
+            "servers: [{name: a, command: x, args: 5, env: 6, tools: 7}]",
+            &[
+                ("servers[0].args", "expected a sequence"),
+                ("servers[0].env", "expected a map"),
+                ("servers[0].tools", "expected a sequence"),
+            ],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn yaml_syntax_errors_give_line_and_column() {
+    let cases: &[(&str, &str)] = &[
+        ("servers:\n  - name: a\n   command: x\n", "line 3 column"),
+        ("servers: [\n", "line 2 column 1"),
+        ("listen: 'x\n", "line 2"),
+        (
+            "servers: []\nservers: []\n",
+            "duplicate entry with key \"servers\"",
+        ),
+        (
+            "mcpServers:\n  a: {command: x}\n  a: {command: y}\n",
+            "duplicate entry with key \"a\"",
+        ),
+        ("a: 1\n---\nb: 2\n", "more than one document"),
+    ];
+    for (text, want) in cases {
+        let got = errors(text);
+        assert_eq!(got.len(), 1, "{text:?}: {got:?}");
+        assert_eq!(got[0].path, "");
+        assert!(got[0].reason.starts_with("invalid yaml: "), "{:?}", got[0]);
+        assert!(
+            got[0].reason.contains(want),
+            "{:?} should contain {want:?}",
+            got[0]
+        );
+    }
+}
+
+#[test]
+fn every_mistake_is_reported() {
+    let text = r#"
+listen: "nowhere"
+readiness: sometimes
+servers:
+  - name: ok
+    command: npx
+  - name: "bad name"
+    comand: npx
+    timeout: 0
+  - name: ok
+    url: "http://h"
+    transport: stdio
+    prefix: "a b"
+mcpServers:
+  remote: { url: "http://h", headers: { Authorization: "Bearer ${SECRET_TOKEN}" }, args: 5 }
+"#;
+    let got: Vec<String> = errors(text).iter().map(ToString::to_string).collect();
+    let want = [
+        "listen: invalid socket address \"nowhere\"; expected an IP address and a port, like 0.0.0.0:50051",
+        "readiness: unknown readiness \"sometimes\"; expected one of: first-attempt, all",
+        "servers[1].comand: unknown field; did you mean \"command\"?",
+        "servers[1].name: invalid server name: \"bad name\" contains ' '; use only letters, digits, '_' and '-'",
+        "servers[1]: missing \"command\" (stdio) or \"url\" (sse, streamable-http)",
+        "servers[1].timeout: duration must be greater than zero",
+        "servers[2].name: duplicate server name \"ok\"; first defined at servers[0]",
+        "servers[2].transport: transport \"stdio\" needs \"command\", but this server has \"url\"",
+        "servers[2].prefix: prefix \"a b\" contains ' '; use only letters, digits, '_' and '-'",
+        "mcpServers.remote.args: invalid type: integer `5`, expected a sequence",
+        "mcpServers.remote.headers.Authorization: environment variable SECRET_TOKEN is not set (write ${SECRET_TOKEN:-default} to give a default)",
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn errors_display_one_per_line() {
+    let errors = ConfigErrors(vec![
+        ConfigError::new("servers[2].timeout", "duration must be greater than zero"),
+        ConfigError::new("", "invalid yaml: x"),
+    ]);
+    assert_eq!(
+        errors.to_string(),
+        "servers[2].timeout: duration must be greater than zero\ninvalid yaml: x"
+    );
+}

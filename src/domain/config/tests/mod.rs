@@ -1,0 +1,375 @@
+//! Tests of config parsing: valid documents and the values they give. The error cases are
+//! in [`errors`].
+
+mod errors;
+
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{
+    Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, HttpMode, HttpSpec,
+    Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
+};
+use crate::domain::{names::ServerName, state::Readiness};
+
+/// The environment every test sees, through a HashMap, never the process's.
+fn env() -> HashMap<&'static str, &'static str> {
+    HashMap::from([
+        ("API_KEY", "key-123-secret"),
+        ("TOKEN", "tok-456-secret"),
+        ("HOME", "/home/me"),
+        ("EMPTY", ""),
+        ("MULTILINE", "a\nb"),
+    ])
+}
+
+pub(super) fn parse_with_env(text: &str) -> Result<Config, ConfigErrors> {
+    let env = env();
+    parse(text, &|name| env.get(name).map(|v| (*v).to_owned()))
+}
+
+fn ok(text: &str) -> Config {
+    match parse_with_env(text) {
+        Ok(config) => config,
+        Err(errors) => panic!("config should be valid:\n{text}\nerrors:\n{errors}"),
+    }
+}
+
+pub(super) fn errors(text: &str) -> Vec<ConfigError> {
+    match parse_with_env(text) {
+        Ok(config) => panic!("config should be invalid:\n{text}\nparsed: {config:?}"),
+        Err(ConfigErrors(errors)) => errors,
+    }
+}
+
+fn name(text: &str) -> ServerName {
+    ServerName::parse(text).expect("valid test name")
+}
+
+fn secrets(pairs: &[(&str, &str)]) -> Secrets {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), SecretString::from(*v)))
+        .collect()
+}
+
+fn stdio(command: &str, args: &[&str]) -> TransportSpec {
+    TransportSpec::Stdio(StdioSpec {
+        command: command.into(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: Secrets::new(),
+        cwd: None,
+    })
+}
+
+fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
+    ServerSpec {
+        name: name(server),
+        transport,
+        tools: vec![],
+        prefix: String::new(),
+        timeout: DEFAULT_TIMEOUT,
+        init_timeout: DEFAULT_INIT_TIMEOUT,
+    }
+}
+
+const FULL: &str = r#"
+listen: "0.0.0.0:50051"
+metrics_listen: "0.0.0.0:9090"
+readiness: all
+servers:
+  - name: everything
+    transport: stdio
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-everything", "^a$", "$$HOME", 8080, true]
+    env: { API_KEY: "${API_KEY}", PORT: 3000, MODE: "${MODE:-dev}" }
+    cwd: ${HOME}/srv
+    tools: [echo, add]
+    prefix: "ev_"
+    timeout: 1m30s
+    init_timeout: 500ms
+  - name: remote
+    url: http://127.0.0.1:3001/mcp
+    headers: { Authorization: "Bearer ${TOKEN}" }
+    timeout: 10
+mcpServers:
+  memory: { command: npx, args: ["-y", "@modelcontextprotocol/server-memory"] }
+  legacy: { type: sse, url: "https://example.test/sse" }
+"#;
+
+#[test]
+fn full_example_parses_to_concrete_values() {
+    let config = ok(FULL);
+    assert_eq!(
+        config.listen,
+        Some("0.0.0.0:50051".parse::<SocketAddr>().unwrap())
+    );
+    assert_eq!(
+        config.metrics_listen,
+        Some("0.0.0.0:9090".parse::<SocketAddr>().unwrap())
+    );
+    assert_eq!(config.readiness, Readiness::All);
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["everything", "remote", "memory", "legacy"]);
+
+    let everything = ServerSpec {
+        transport: TransportSpec::Stdio(StdioSpec {
+            command: "npx".into(),
+            args: [
+                "-y",
+                "@modelcontextprotocol/server-everything",
+                "^a$",
+                "$HOME",
+                "8080",
+                "true",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env: secrets(&[
+                ("API_KEY", "key-123-secret"),
+                ("PORT", "3000"),
+                ("MODE", "dev"),
+            ]),
+            cwd: Some(PathBuf::from("/home/me/srv")),
+        }),
+        tools: vec!["echo".to_owned(), "add".to_owned()],
+        prefix: "ev_".into(),
+        timeout: Duration::from_secs(90),
+        init_timeout: Duration::from_millis(500),
+        ..spec("everything", stdio("", &[]))
+    };
+    assert_eq!(config.servers[0], everything);
+
+    let remote = ServerSpec {
+        timeout: Duration::from_secs(10),
+        ..spec(
+            "remote",
+            TransportSpec::Http(HttpSpec {
+                url: "http://127.0.0.1:3001/mcp".into(),
+                mode: HttpMode::Auto,
+                headers: secrets(&[("Authorization", "Bearer tok-456-secret")]),
+            }),
+        )
+    };
+    assert_eq!(config.servers[1], remote);
+    let memory = stdio("npx", &["-y", "@modelcontextprotocol/server-memory"]);
+    assert_eq!(config.servers[2], spec("memory", memory));
+    assert_eq!(config.servers[3].transport.name(), "sse");
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let config = ok(FULL);
+    let debug = format!("{config:?}");
+    assert!(
+        debug.contains("everything"),
+        "debug shows the config: {debug}"
+    );
+    assert!(
+        !debug.contains("key-123-secret"),
+        "env value leaked: {debug}"
+    );
+    assert!(
+        !debug.contains("tok-456-secret"),
+        "header value leaked: {debug}"
+    );
+    assert!(!debug.contains("3000"), "env value leaked: {debug}");
+}
+
+#[test]
+fn equality_compares_secret_values() {
+    let a = ok("servers: [{name: a, command: x, env: {K: one}}]");
+    let b = ok("servers: [{name: a, command: x, env: {K: two}}]");
+    let c = ok("mcpServers: {a: {command: x, env: {K: one}}}");
+    assert_ne!(a, b);
+    assert_eq!(a, c);
+    let h1 = ok("servers: [{name: a, url: 'http://h', headers: {A: '1', B: '2'}}]");
+    let h2 = ok("servers: [{name: a, url: 'http://h', headers: {B: '2', A: '1'}}]");
+    let h3 = ok("servers: [{name: a, url: 'http://h', headers: {A: '1', B: '3'}}]");
+    assert_eq!(h1, h2, "header order does not matter");
+    assert_ne!(h1, h3);
+}
+
+#[test]
+fn list_and_map_forms_give_equal_specs() {
+    let list = ok(r#"
+servers:
+  - name: memory
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-memory"]
+    env: { A: "1" }
+  - name: web
+    transport: http
+    url: http://localhost:8080/mcp
+    prefix: w_
+"#);
+    let map = ok(r#"
+mcpServers:
+  memory: { command: npx, args: ["-y", "@modelcontextprotocol/server-memory"], env: { A: "1" } }
+  web: { type: http, url: "http://localhost:8080/mcp", prefix: w_ }
+"#);
+    assert_eq!(list.servers.len(), 2);
+    assert_eq!(list, map);
+    assert_eq!(list.servers[1].transport.name(), "streamable-http");
+}
+
+#[test]
+fn json_mcp_json_document_parses() {
+    let config = ok(r#"{
+  "mcpServers": {
+    "filesystem": {
+      "type": "stdio",
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+      "env": { "TOKEN": "${TOKEN}" }
+    },
+    "github": { "type": "http", "url": "https://api.example.test/mcp/" },
+    "cline": { "type": "streamableHttp", "url": "https://cline.example.test/mcp" }
+  }
+}"#);
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["filesystem", "github", "cline"]);
+    let TransportSpec::Stdio(fs) = &config.servers[0].transport else {
+        panic!("filesystem should be stdio: {:?}", config.servers[0]);
+    };
+    assert_eq!(
+        fs.args,
+        ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+    );
+    assert_eq!(fs.env["TOKEN"].expose_secret(), "tok-456-secret");
+    assert_eq!(config.servers[1].transport.name(), "streamable-http");
+    assert_eq!(config.servers[2].transport.name(), "streamable-http");
+}
+
+#[test]
+fn servers_may_be_a_map_as_in_vs_code() {
+    let config = ok("servers:\n  one: { type: stdio, command: a }\n  two: { command: b }\n");
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["one", "two"]);
+}
+
+#[test]
+fn empty_documents_are_valid_with_no_servers() {
+    for text in [
+        "",
+        "\n",
+        "# only a comment\n",
+        "{}",
+        "~",
+        "servers: []",
+        "servers:\nmcpServers: {}",
+    ] {
+        let config = ok(text);
+        assert_eq!(config, Config::default(), "text {text:?}");
+        assert_eq!(config.readiness, Readiness::FirstAttempt);
+        assert!(config.servers.is_empty());
+    }
+}
+
+#[test]
+fn defaults_are_applied() {
+    let config = ok("servers: [{name: a, url: 'https://h/mcp'}]");
+    let server = &config.servers[0];
+    assert_eq!(server.timeout, Duration::from_secs(30));
+    assert_eq!(server.init_timeout, Duration::from_secs(60));
+    assert_eq!(server.prefix, "");
+    assert!(server.tools.is_empty());
+    assert_eq!(server.transport.name(), "auto");
+    assert_eq!(config.listen, None);
+    assert_eq!(config.metrics_listen, None);
+    assert_eq!(config.readiness, Readiness::FirstAttempt);
+}
+
+#[test]
+fn durations_accept_humantime_and_whole_seconds() {
+    let cases = [
+        ("30s", Duration::from_secs(30)),
+        ("1m30s", Duration::from_secs(90)),
+        ("500ms", Duration::from_millis(500)),
+        ("2h", Duration::from_secs(7200)),
+        ("45", Duration::from_secs(45)),
+        ("7", Duration::from_secs(7)),
+        ("'7'", Duration::from_secs(7)),
+    ];
+    for (written, want) in cases {
+        let config = ok(&format!(
+            "mcpServers: {{a: {{command: x, timeout: {written}}}}}"
+        ));
+        assert_eq!(config.servers[0].timeout, want, "timeout: {written}");
+    }
+}
+
+#[test]
+fn expansion_applies_to_every_expanded_field() {
+    let config = ok(r#"
+listen: "127.0.0.1:${PORT:-6000}"
+servers:
+  - name: a
+    command: ${BIN:-/usr/bin/tool}
+    args: ["${HOME}", "${EMPTY:-fallback}", "${EMPTY-kept-empty}", "cost: 5$", "$${NOT_EXPANDED}"]
+    env: { K: "${MISSING:-default value}" }
+    cwd: "${HOME}"
+  - name: b
+    url: "https://h/${EMPTY:-mcp}"
+    headers: { X-Key: "${API_KEY}" }
+"#);
+    assert_eq!(config.listen, Some("127.0.0.1:6000".parse().unwrap()));
+    let TransportSpec::Stdio(a) = &config.servers[0].transport else {
+        panic!("a should be stdio");
+    };
+    assert_eq!(a.command, "/usr/bin/tool");
+    assert_eq!(
+        a.args,
+        ["/home/me", "fallback", "", "cost: 5$", "${NOT_EXPANDED}"]
+    );
+    assert_eq!(a.env["K"].expose_secret(), "default value");
+    assert_eq!(a.cwd, Some(PathBuf::from("/home/me")));
+    let TransportSpec::Http(b) = &config.servers[1].transport else {
+        panic!("b should be http");
+    };
+    assert_eq!(b.url, "https://h/mcp");
+    assert_eq!(b.headers["X-Key"].expose_secret(), "key-123-secret");
+}
+
+#[test]
+fn environment_comes_only_from_the_lookup() {
+    // PATH is set in any test process; the lookup says it is not, and that is what counts.
+    let lookup = |name: &str| (name == "ONLY").then(|| "from-lookup".to_owned());
+    let config = parse("servers: [{name: a, command: '${ONLY}'}]", &lookup).expect("valid");
+    assert_eq!(config.servers[0].transport, stdio("from-lookup", &[]));
+    let errors = parse("servers: [{name: a, command: '${PATH}'}]", &lookup).expect_err("unset");
+    assert_eq!(errors.0.len(), 1);
+    assert_eq!(errors.0[0].path, "servers[0].command");
+    assert!(
+        errors.0[0].reason.contains("PATH is not set"),
+        "{}",
+        errors.0[0]
+    );
+}
+
+#[test]
+fn yaml_anchors_and_merge_keys_work() {
+    let config = ok(r#"
+servers:
+  - &base { name: a, command: npx, timeout: 5s }
+  - { <<: *base, name: b }
+"#);
+    assert_eq!(config.servers[1].timeout, Duration::from_secs(5));
+    assert_eq!(config.servers[1].transport, stdio("npx", &[]));
+}
+
+#[test]
+fn transport_names() {
+    let http = |mode| {
+        TransportSpec::Http(HttpSpec {
+            url: "http://h".into(),
+            mode,
+            headers: Secrets::new(),
+        })
+    };
+    assert_eq!(stdio("x", &[]).name(), "stdio");
+    assert_eq!(http(HttpMode::Auto).name(), "auto");
+    assert_eq!(http(HttpMode::StreamableHttp).name(), "streamable-http");
+    assert_eq!(http(HttpMode::Sse).name(), "sse");
+}

@@ -1,0 +1,317 @@
+//! Semantic checks: the raw document → validated [`Config`], collecting every error with its
+//! field path and carrying on past each one. Pure.
+
+use std::{collections::HashMap, net::SocketAddr, time::Duration};
+
+use serde_json::{Map, Value};
+
+use super::{
+    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec, path,
+    raw::{self, RawServer, RawTop, ServerForm},
+};
+use crate::domain::{
+    expand::{ExpandError, Lookup, expand},
+    names::{ServerName, is_name_char},
+    state::Readiness,
+};
+
+/// Validates the whole document, pushing every problem to `errors`.
+pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<ConfigError>) -> Config {
+    let mut map = match document {
+        Value::Null => return Config::default(),
+        Value::Object(map) => map,
+        other => {
+            let reason = format!("expected a mapping of settings, found {}", kind(&other));
+            errors.push(ConfigError::new("", reason));
+            return Config::default();
+        }
+    };
+    let fields = serde_aux::serde_introspection::serde_introspect::<RawTop>();
+    raw::remove_unknown_keys(&mut map, fields, None, "", errors);
+    let (top, _) = raw::deserialize_all::<RawTop>(map, "", errors);
+    let mut check = Checker { lookup, errors };
+    Config {
+        listen: check.socket_addr(top.listen, "listen"),
+        metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
+        readiness: check.readiness(top.readiness),
+        servers: check.servers(top.servers, top.mcp_servers),
+    }
+}
+
+/// One server entry before validation.
+struct Entry {
+    /// Its path: `servers[1]` or `mcpServers.memory`.
+    at: String,
+    form: ServerForm,
+    /// The map key, for the map form.
+    key: Option<String>,
+    value: Value,
+}
+
+/// Carries the lookup and the error list through the checks.
+pub(super) struct Checker<'a, 'e> {
+    lookup: Lookup<'a>,
+    pub(super) errors: &'e mut Vec<ConfigError>,
+}
+
+impl Checker<'_, '_> {
+    /// Reports a problem at `at`.
+    pub(super) fn error(&mut self, at: &str, reason: impl Into<String>) {
+        self.errors.push(ConfigError::new(at, reason));
+    }
+
+    /// Expands `${VAR}` references; `None` (with the errors reported) when that fails.
+    pub(super) fn expand(&mut self, text: &str, at: &str) -> Option<String> {
+        match expand(text, self.lookup) {
+            Ok(expanded) => Some(expanded),
+            // One error per variable, so each reads "environment variable X is not set".
+            Err(ExpandError::Unset(names)) => {
+                for name in names {
+                    self.error(at, ExpandError::Unset(vec![name]).to_string());
+                }
+                None
+            }
+            Err(error) => {
+                self.error(at, error.to_string());
+                None
+            }
+        }
+    }
+
+    /// A `host:port` address with an IP host (names are not resolved here: this code is pure).
+    fn socket_addr(&mut self, raw: Option<String>, at: &str) -> Option<SocketAddr> {
+        let raw = raw?;
+        let text = self.expand(&raw, at)?;
+        match text.trim().parse() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                let reason = format!(
+                    "invalid socket address {raw:?}; expected an IP address and a port, like 0.0.0.0:50051"
+                );
+                self.error(at, reason);
+                None
+            }
+        }
+    }
+
+    /// `first-attempt` (the default) or `all`.
+    fn readiness(&mut self, raw: Option<String>) -> Readiness {
+        const VALUES: [&str; 2] = ["first-attempt", "all"];
+        match raw.as_deref() {
+            None | Some("first-attempt") => Readiness::FirstAttempt,
+            Some("all") => Readiness::All,
+            Some(other) => {
+                let hint = raw::suggest(other, &VALUES);
+                self.error("readiness", format!("unknown readiness {other:?}; {hint}"));
+                Readiness::default()
+            }
+        }
+    }
+
+    /// The `servers` list (or map) then the `mcpServers` map, checked in file order.
+    fn servers(&mut self, list: Option<Value>, map: Option<Map<String, Value>>) -> Vec<ServerSpec> {
+        let mut entries = Vec::new();
+        match list {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                entries.extend(items.into_iter().enumerate().map(|(i, value)| Entry {
+                    at: path::index("servers", i),
+                    form: ServerForm::List,
+                    key: None,
+                    value,
+                }))
+            }
+            Some(Value::Object(servers)) => entries.extend(map_entries("servers", servers)),
+            Some(other) => {
+                let reason = format!("expected a list of servers, found {}", kind(&other));
+                self.error("servers", reason);
+            }
+        }
+        entries.extend(map_entries("mcpServers", map.unwrap_or_default()));
+        let mut seen = HashMap::new();
+        entries
+            .into_iter()
+            .filter_map(|entry| self.server(entry, &mut seen))
+            .collect()
+    }
+
+    /// Validates one entry; `seen` maps each name so far to where it was first defined.
+    fn server(
+        &mut self,
+        entry: Entry,
+        seen: &mut HashMap<ServerName, String>,
+    ) -> Option<ServerSpec> {
+        let before = self.errors.len();
+        let at = entry.at.as_str();
+        let Value::Object(mut map) = entry.value else {
+            let reason = format!(
+                "expected a mapping of server fields, found {}",
+                kind(&entry.value)
+            );
+            self.error(at, reason);
+            return None;
+        };
+        raw::remove_unknown_keys(
+            &mut map,
+            &entry.form.fields(),
+            Some(entry.form),
+            at,
+            self.errors,
+        );
+        let (mut raw, dropped) = raw::deserialize_all::<RawServer>(map, at, self.errors);
+        let name = self.server_name(entry.key, raw.name.take(), at, &dropped, seen);
+        let transport = self.transport(&mut raw, at, &dropped);
+        let tools = self.tools(raw.tools, at);
+        let prefix = self.prefix(raw.prefix, at);
+        let timeout_at = path::field(at, "timeout");
+        let timeout = self.duration(raw.timeout, DEFAULT_TIMEOUT, &timeout_at);
+        let init_at = path::field(at, "init_timeout");
+        let init_timeout = self.duration(raw.init_timeout, DEFAULT_INIT_TIMEOUT, &init_at);
+        let spec = ServerSpec {
+            name: name?,
+            transport: transport?,
+            tools,
+            prefix,
+            timeout,
+            init_timeout,
+        };
+        (self.errors.len() == before).then_some(spec)
+    }
+
+    /// The entry's name (its map key, or its `name` field), checked and unique so far.
+    fn server_name(
+        &mut self,
+        key: Option<String>,
+        field: Option<String>,
+        at: &str,
+        dropped: &[String],
+        seen: &mut HashMap<ServerName, String>,
+    ) -> Option<ServerName> {
+        let (text, name_at) = match (key, field) {
+            (Some(key), _) => (key, at.to_owned()),
+            (None, Some(name)) => (name, path::field(at, "name")),
+            // A name of the wrong type was reported already.
+            (None, None) if dropped.iter().any(|k| k == "name") => return None,
+            (None, None) => {
+                self.error(at, "missing field \"name\"");
+                return None;
+            }
+        };
+        let name = match ServerName::parse(&text) {
+            Ok(name) => name,
+            Err(reason) => {
+                self.error(&name_at, format!("invalid server name: {reason}"));
+                return None;
+            }
+        };
+        if let Some(first) = seen.get(&name) {
+            let reason = format!(
+                "duplicate server name {:?}; first defined at {first}",
+                name.as_str()
+            );
+            self.error(&name_at, reason);
+            return None;
+        }
+        seen.insert(name.clone(), at.to_owned());
+        Some(name)
+    }
+
+    /// The allow-list: non-empty names, each once.
+    fn tools(&mut self, raw: Option<Vec<String>>, at: &str) -> Vec<String> {
+        let tools_at = path::field(at, "tools");
+        let mut tools: Vec<String> = Vec::new();
+        for (i, tool) in raw.unwrap_or_default().into_iter().enumerate() {
+            let tool_at = path::index(&tools_at, i);
+            if tool.is_empty() {
+                self.error(&tool_at, "tool name must not be empty");
+            } else if let Some(first) = tools.iter().position(|t| *t == tool) {
+                let reason =
+                    format!("tool {tool:?} is listed twice (first at {tools_at}[{first}])");
+                self.error(&tool_at, reason);
+            }
+            tools.push(tool);
+        }
+        tools
+    }
+
+    /// Letters, digits, `_` and `-`, at most [`MAX_PREFIX_LEN`]: exposed names must stay valid.
+    fn prefix(&mut self, raw: Option<String>, at: &str) -> String {
+        let prefix = raw.unwrap_or_default();
+        let at = path::field(at, "prefix");
+        if let Some(bad) = prefix.chars().find(|c| !is_name_char(*c)) {
+            let reason = format!(
+                "prefix {prefix:?} contains {bad:?}; use only letters, digits, '_' and '-'"
+            );
+            self.error(&at, reason);
+        }
+        let len = prefix.chars().count();
+        if len > MAX_PREFIX_LEN {
+            let reason = format!(
+                "prefix {prefix:?} is {len} characters long; at most {MAX_PREFIX_LEN} are allowed"
+            );
+            self.error(&at, reason);
+        }
+        prefix
+    }
+
+    /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
+    fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
+        let parsed = match &raw {
+            None | Some(Value::Null) => return default,
+            Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs).ok_or_else(|| {
+                format!("invalid duration {n}; write whole seconds or a duration like \"1500ms\"")
+            }),
+            Some(Value::String(text)) => parse_duration(text),
+            Some(other) => Err(format!(
+                "expected a duration like \"30s\", found {}",
+                kind(other)
+            )),
+        };
+        match parsed {
+            Ok(duration) if duration.is_zero() => {
+                self.error(at, "duration must be greater than zero");
+                default
+            }
+            Ok(duration) => duration,
+            Err(reason) => {
+                self.error(at, reason);
+                default
+            }
+        }
+    }
+}
+
+/// Parses a duration string: whole seconds, or humantime syntax.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("invalid duration {text:?}; the number is too large"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. 30s, 1m30s or 500ms"))
+}
+
+/// The entries of a map of servers, each at `at.key`.
+fn map_entries(at: &'static str, map: Map<String, Value>) -> impl Iterator<Item = Entry> {
+    map.into_iter().map(move |(key, value)| Entry {
+        at: path::field(at, &key),
+        form: ServerForm::Map,
+        key: Some(key),
+        value,
+    })
+}
+
+/// How a JSON value's type is named in messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}

@@ -1,0 +1,12 @@
+//! The pure core: configuration, names, schema conversion, the catalog and call rules.
+//! Nothing here does I/O, reads the clock or the environment: what comes from the world is a
+//! parameter.
+
+pub mod call;
+pub mod catalog;
+pub mod config;
+pub mod expand;
+pub mod names;
+pub mod schema;
+pub mod state;
+pub mod tool;

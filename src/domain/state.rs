@@ -1,0 +1,77 @@
+//! Server connection states and the readiness policy. Pure.
+
+use std::time::SystemTime;
+
+/// The connection state of one configured MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerState {
+    /// First connection attempt under way.
+    Connecting,
+    /// Connected; its tools are served.
+    Ready,
+    /// The session was lost and is being set up again.
+    Reconnecting,
+    /// Could not connect, or gave up; see the message.
+    Failed,
+    /// Stopped on purpose.
+    Stopped,
+}
+
+/// When the broker as a whole reports itself ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Readiness {
+    /// Once every server has finished its first connection attempt, whatever its outcome.
+    #[default]
+    FirstAttempt,
+    /// Only while every server is READY.
+    All,
+}
+
+/// What the broker knows about one server's session (the supervisor's side of a status).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerCondition {
+    /// The state.
+    pub state: ServerState,
+    /// A human explanation, e.g. why it failed.
+    pub message: String,
+    /// The transport in use ("stdio", "streamable-http", "sse").
+    pub transport: String,
+    /// How many times the session was restarted.
+    pub restarts: u32,
+    /// When the server entered `state`.
+    pub since: SystemTime,
+}
+
+/// Whether the broker is ready under `policy`, given every configured server's state.
+pub fn is_ready(policy: Readiness, states: impl IntoIterator<Item = ServerState>) -> bool {
+    let mut states = states.into_iter();
+    match policy {
+        Readiness::FirstAttempt => states.all(|s| s != ServerState::Connecting),
+        Readiness::All => states.all(|s| s == ServerState::Ready),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Readiness, ServerState::*, is_ready};
+
+    #[test]
+    fn readiness_follows_policy() {
+        let cases = [
+            (Readiness::FirstAttempt, vec![], true),
+            (Readiness::FirstAttempt, vec![Ready, Failed], true),
+            (Readiness::FirstAttempt, vec![Ready, Connecting], false),
+            (Readiness::FirstAttempt, vec![Reconnecting], true),
+            (Readiness::All, vec![Ready, Ready], true),
+            (Readiness::All, vec![Ready, Failed], false),
+            (Readiness::All, vec![], true),
+        ];
+        for (policy, states, want) in cases {
+            assert_eq!(
+                is_ready(policy, states.clone()),
+                want,
+                "{policy:?} {states:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The generated gRPC types of `toolbroker.v1`, and the descriptor set reflection serves.
+
+#![allow(missing_docs, clippy::all, clippy::pedantic)]
+
+tonic::include_proto!("toolbroker.v1");
+
+/// Encoded `FileDescriptorSet` of `toolbroker/v1/broker.proto` and its imports.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("toolbroker_descriptor");
