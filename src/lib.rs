@@ -1,4 +1,16 @@
 //! toolbroker: serves the tools of many MCP servers to agents over one gRPC contract.
+//!
+//! The pure core (`domain`) knows nothing of I/O; `upstream` speaks MCP, `grpc` speaks to agents,
+//! `broker` owns the catalog between them, and `app` wires it all together.
 
+pub mod app;
+pub mod broker;
+pub mod cli;
+pub mod client;
+pub mod demo_server;
 pub mod domain;
+pub mod grpc;
+pub mod health;
 pub mod proto;
+pub mod telemetry;
+pub mod upstream;

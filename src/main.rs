@@ -1,1 +1,95 @@
-fn main() {}
+//! The `toolbroker` binary: command-line dispatch and exit codes only.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use toolbroker::{
+    app,
+    cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
+    client, demo_server, telemetry,
+};
+
+/// Exit code for a config (or usage) mistake, as clap uses for usage errors.
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let role = match cli.command {
+        Some(Command::DemoServer(_)) => telemetry::Role::McpServer,
+        _ => telemetry::Role::Broker,
+    };
+    telemetry::init(cli.log_format, role);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("toolbroker: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(cli.command.unwrap_or(Command::Serve(cli.serve))));
+    // Do not wait for blocking tasks (e.g. a reaper waiting on a stubborn grandchild).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
+
+async fn run(command: Command) -> ExitCode {
+    match command {
+        Command::Serve(args) => serve(args).await,
+        Command::Check(args) => match app::load_config(&args.config) {
+            Ok(config) => {
+                println!(
+                    "{}: ok ({} servers)",
+                    args.config.display(),
+                    config.servers.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => config_error(e),
+        },
+        Command::DemoServer(args) => demo(args).await,
+        Command::Tools(args) => report(client::list_tools(&args).await),
+        Command::Call(args) => report(client::call(&args).await),
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let config = match &args.config {
+        Some(path) => app::load_config(path).map_err(config_error),
+        None => app::demo_config().map_err(|e| fatal(&e)),
+    };
+    match config {
+        Ok(config) => report(app::serve(config, args.listen).await),
+        Err(code) => code,
+    }
+}
+
+async fn demo(args: DemoServerArgs) -> ExitCode {
+    let options = demo_server::DemoOptions {
+        extra_tools: args.extra_tools,
+        page_size: args.page_size,
+    };
+    match args.transport {
+        DemoTransport::Stdio => report(demo_server::serve_stdio(options).await),
+        DemoTransport::Sse | DemoTransport::StreamableHttp => {
+            eprintln!("toolbroker demo-server: HTTP transports are not supported yet");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
+fn config_error(error: app::LoadError) -> ExitCode {
+    eprintln!("{error}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+fn fatal(error: &anyhow::Error) -> ExitCode {
+    eprintln!("toolbroker: {error:#}");
+    ExitCode::FAILURE
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(&e),
+    }
+}

@@ -1,0 +1,168 @@
+//! The broker: the single writer of the catalog. Supervisors report to it; gRPC handlers read
+//! its snapshots, follow its events and route calls through it.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rmcp::model::CallToolResult;
+use tokio::sync::{broadcast, watch};
+
+use crate::{
+    domain::{
+        call::{CallError, RawArguments, effective_timeout, prepare_arguments, state_name},
+        catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
+        names::ServerName,
+        state::ServerCondition,
+        tool::{ExposedTool, ToolSpec},
+    },
+    upstream::Upstream,
+};
+
+/// Events a watcher may fall behind by before it is sent a fresh snapshot instead.
+const EVENT_BUFFER: usize = 1024;
+
+/// What readers see: the catalog and the live sessions, as of one revision.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Servers and exposed tools.
+    pub catalog: Catalog,
+    /// A call handle for every READY server.
+    pub sessions: HashMap<ServerName, Upstream>,
+}
+
+/// A finished call: the tool's result and the server that ran it.
+#[derive(Debug)]
+pub struct Called {
+    /// The server that ran the tool.
+    pub server: ServerName,
+    /// What the tool returned.
+    pub result: CallToolResult,
+}
+
+/// Shared handle to the broker.
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The one writable copy; the lock is held only to apply an update and publish it.
+    state: Mutex<Snapshot>,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+impl Broker {
+    /// A broker for these servers (in configuration order), each in its initial condition.
+    pub fn new(servers: Vec<(ServerPolicy, ServerCondition)>) -> Self {
+        let state = Snapshot {
+            catalog: Catalog::new(servers),
+            sessions: HashMap::new(),
+        };
+        let (snapshots, _) = watch::channel(Arc::new(state.clone()));
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(state),
+                snapshots,
+                events,
+            }),
+        }
+    }
+
+    /// Records a server's new condition; `upstream` is its call handle when READY.
+    pub fn set_condition(
+        &self,
+        server: &ServerName,
+        condition: ServerCondition,
+        upstream: Option<Upstream>,
+    ) {
+        self.update(|state| {
+            match upstream {
+                Some(upstream) => state.sessions.insert(server.clone(), upstream),
+                None => state.sessions.remove(server),
+            };
+            state
+                .catalog
+                .apply(Update::Condition(server.clone(), condition))
+        });
+    }
+
+    /// Records the tools a server offers now.
+    pub fn set_tools(&self, server: &ServerName, tools: Vec<ToolSpec>) {
+        self.update(|state| state.catalog.apply(Update::Tools(server.clone(), tools)));
+    }
+
+    /// Applies a change under the lock, then publishes the snapshot and the events in order.
+    fn update(&self, change: impl FnOnce(&mut Snapshot) -> Outcome) {
+        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let outcome = change(&mut state);
+        for (server, warning) in &outcome.warnings {
+            tracing::warn!(%server, "{warning}");
+        }
+        self.inner.snapshots.send_replace(Arc::new(state.clone()));
+        for event in outcome.events {
+            // No receivers is fine: nobody is watching.
+            let _ = self.inner.events.send(Arc::new(event));
+        }
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshots.borrow().clone()
+    }
+
+    /// A receiver that sees every new snapshot (for health reporting).
+    pub fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.inner.snapshots.subscribe()
+    }
+
+    /// The current snapshot and the events that follow it, with nothing lost in between.
+    pub fn subscribe(&self) -> (Arc<Snapshot>, broadcast::Receiver<Arc<Event>>) {
+        let _state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        (self.snapshot(), self.inner.events.subscribe())
+    }
+
+    /// Calls the tool exposed as `name`.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: RawArguments,
+        requested_timeout: Option<Duration>,
+        deadline: Option<Duration>,
+    ) -> Result<Called, CallError> {
+        let (tool, upstream) = self.route(name)?;
+        let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
+        let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
+        let result = upstream
+            .call(&tool.spec.original, arguments, timeout)
+            .await?;
+        Ok(Called {
+            server: tool.server.clone(),
+            result,
+        })
+    }
+
+    fn route(&self, name: &str) -> Result<(Arc<ExposedTool>, Upstream), CallError> {
+        let snapshot = self.snapshot();
+        let catalog = &snapshot.catalog;
+        let owner = match catalog.tool(name) {
+            Some(tool) => match snapshot.sessions.get(&tool.server) {
+                Some(upstream) => return Ok((tool.clone(), upstream.clone())),
+                None => catalog.server(tool.server.as_str()),
+            },
+            None => catalog.unready_owner(name),
+        };
+        match owner {
+            Some(view) => Err(CallError::NotReady {
+                server: view.name.clone(),
+                state: state_name(view.condition.state),
+                message: view.message.clone(),
+            }),
+            None => Err(CallError::UnknownTool { name: name.into() }),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The command line: `serve` (the default), `check`, `demo-server`, and two small gRPC clients.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// toolbroker: the tools of many MCP servers, served to agents over one gRPC contract.
+#[derive(Debug, Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options of `serve`, accepted without the subcommand name.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "TOOLBROKER_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the configured MCP servers' tools over gRPC (the default).
+    Serve(ServeArgs),
+    /// Check a config file: exit 0 if valid, 2 with every problem listed if not.
+    Check(CheckArgs),
+    /// Run the built-in demo MCP server (used when no config is given, and by the tests).
+    DemoServer(DemoServerArgs),
+    /// List the tools of a running broker.
+    Tools(ClientArgs),
+    /// Call a tool on a running broker.
+    Call(CallArgs),
+}
+
+/// Options of `serve`.
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// Config file (YAML or JSON). Without one, the built-in demo server is served.
+    #[arg(long, short, env = "TOOLBROKER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on; overrides `listen` in the config. Default 127.0.0.1:50051.
+    #[arg(long, env = "TOOLBROKER_LISTEN")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// Options of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Config file to check.
+    #[arg(long, short)]
+    pub config: PathBuf,
+}
+
+/// Options of `demo-server`.
+#[derive(Debug, Args)]
+pub struct DemoServerArgs {
+    /// Transport to serve on.
+    #[arg(long, value_enum, default_value = "stdio")]
+    pub transport: DemoTransport,
+    /// Address for the HTTP transports.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Add this many synthetic tools (for load tests).
+    #[arg(long, default_value_t = 0)]
+    pub extra_tools: usize,
+    /// Tools per tools/list page (0: all in one page).
+    #[arg(long, default_value_t = 100)]
+    pub page_size: usize,
+}
+
+/// Transports of the demo server.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DemoTransport {
+    /// Newline-delimited JSON-RPC on stdin/stdout.
+    Stdio,
+    /// Legacy HTTP+SSE (MCP 2024-11-05).
+    Sse,
+    /// Streamable HTTP.
+    StreamableHttp,
+}
+
+/// Options of the gRPC clients.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Broker address.
+    #[arg(
+        long,
+        env = "TOOLBROKER_ADDR",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub addr: String,
+}
+
+/// Options of `call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Broker address and connection options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Exposed tool name, as `tools` shows it.
+    pub name: String,
+    /// Arguments as a JSON object.
+    #[arg(default_value = "{}")]
+    pub arguments: String,
+}
+
+/// Log output formats.
+#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}

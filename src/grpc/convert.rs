@@ -1,0 +1,254 @@
+//! Conversions between the broker's types and the proto messages. Pure.
+
+use std::time::{Duration, SystemTime};
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::{Map, Number, Value};
+
+use crate::{
+    domain::{
+        call::CallError,
+        catalog::{Change, Event, ServerView, ToolsChange},
+        names::ServerName,
+        schema::Param,
+        state::ServerState,
+        tool::{Annotations, ExposedTool},
+    },
+    proto::{self, content::Kind, embedded_resource::Contents},
+};
+
+/// A tool as the proto describes it.
+pub fn tool(tool: &ExposedTool) -> proto::Tool {
+    let spec = &tool.spec;
+    proto::Tool {
+        name: tool.name.to_string(),
+        description: spec.description.clone(),
+        params: spec.params.iter().map(param).collect(),
+        input_schema_json: spec.input_schema_json.to_string(),
+        output_schema_json: spec
+            .output_schema_json
+            .as_deref()
+            .unwrap_or_default()
+            .to_owned(),
+        server: tool.server.to_string(),
+        original_name: spec.original.to_string(),
+        annotations: Some(annotations(&spec.annotations)),
+    }
+}
+
+fn param(param: &Param) -> proto::Param {
+    proto::Param {
+        name: param.name.clone(),
+        r#type: param.r#type.clone(),
+        description: param.description.clone(),
+        required: param.required,
+        enum_values: param.enum_values.clone(),
+        items: param.items.as_deref().map(|p| Box::new(self::param(p))),
+        properties: param.properties.iter().map(self::param).collect(),
+        default_json: param.default_json.clone(),
+    }
+}
+
+fn annotations(a: &Annotations) -> proto::ToolAnnotations {
+    proto::ToolAnnotations {
+        title: a.title.clone().unwrap_or_default(),
+        read_only_hint: a.read_only,
+        destructive_hint: a.destructive,
+        idempotent_hint: a.idempotent,
+        open_world_hint: a.open_world,
+    }
+}
+
+/// A server's status as the proto describes it.
+pub fn server_status(view: &ServerView) -> proto::ServerStatus {
+    let condition = &view.condition;
+    proto::ServerStatus {
+        name: view.name.to_string(),
+        state: server_state(condition.state).into(),
+        message: view.message.clone(),
+        transport: condition.transport.clone(),
+        tool_count: view.tool_count,
+        restarts: condition.restarts,
+        since: Some(timestamp(condition.since)),
+    }
+}
+
+fn server_state(state: ServerState) -> proto::ServerState {
+    match state {
+        ServerState::Connecting => proto::ServerState::Connecting,
+        ServerState::Ready => proto::ServerState::Ready,
+        ServerState::Reconnecting => proto::ServerState::Reconnecting,
+        ServerState::Failed => proto::ServerState::Failed,
+        ServerState::Stopped => proto::ServerState::Stopped,
+    }
+}
+
+fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+    let since_epoch = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// A catalog event as a Watch event.
+pub fn watch_event(event: &Event) -> proto::WatchEvent {
+    let event_kind = match &event.change {
+        Change::Tools(server, change) => {
+            proto::watch_event::Event::ToolsChanged(tools_changed(server, change))
+        }
+        Change::Server(view) => proto::watch_event::Event::ServerStatus(server_status(view)),
+    };
+    proto::WatchEvent {
+        revision: event.revision,
+        event: Some(event_kind),
+    }
+}
+
+fn tools_changed(server: &ServerName, change: &ToolsChange) -> proto::ToolsChanged {
+    proto::ToolsChanged {
+        server: server.to_string(),
+        added: change.added.iter().map(|t| tool(t)).collect(),
+        updated: change.updated.iter().map(|t| tool(t)).collect(),
+        removed: change.removed.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
+/// A proto Duration as a std one; negative durations are the caller's mistake.
+pub fn duration(d: prost_types::Duration) -> Result<Duration, CallError> {
+    Duration::try_from(d)
+        .map_err(|_| CallError::InvalidArguments("timeout must not be negative".into()))
+}
+
+/// A `google.protobuf.Struct` as a JSON object. Numbers come out as floats; the call rules
+/// decide which of them are integers.
+pub fn struct_to_json(fields: prost_types::Struct) -> Result<Map<String, Value>, CallError> {
+    fields
+        .fields
+        .into_iter()
+        .map(|(name, value)| {
+            let json = value_to_json(value)
+                .map_err(|why| CallError::InvalidArguments(format!("arguments.{name}: {why}")))?;
+            Ok((name, json))
+        })
+        .collect()
+}
+
+fn value_to_json(value: prost_types::Value) -> Result<Value, String> {
+    use prost_types::value::Kind as V;
+    Ok(match value.kind {
+        None | Some(V::NullValue(_)) => Value::Null,
+        Some(V::BoolValue(b)) => Value::Bool(b),
+        Some(V::StringValue(s)) => Value::String(s),
+        Some(V::NumberValue(n)) => Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or_else(|| format!("{n} is not a JSON number"))?,
+        Some(V::ListValue(list)) => Value::Array(
+            list.values
+                .into_iter()
+                .map(value_to_json)
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(V::StructValue(fields)) => Value::Object(
+            fields
+                .fields
+                .into_iter()
+                .map(|(k, v)| Ok((k, value_to_json(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// A tool result as the proto response: content blocks in order, text parts joined.
+pub fn call_response(
+    server: &ServerName,
+    result: CallToolResult,
+) -> Result<proto::CallToolResponse, CallError> {
+    let bad = |reason: String| CallError::BadResult {
+        server: server.clone(),
+        reason,
+    };
+    let mut texts = Vec::new();
+    let mut content = Vec::with_capacity(result.content.len());
+    for block in result.content {
+        if let ContentBlock::Text(text) = &block {
+            texts.push(text.text.clone());
+        }
+        content.push(proto::Content {
+            kind: Some(content_kind(block).map_err(bad)?),
+        });
+    }
+    Ok(proto::CallToolResponse {
+        content,
+        is_error: result.is_error.unwrap_or(false),
+        text: texts.join("\n"),
+        structured_content_json: result
+            .structured_content
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        server: server.to_string(),
+    })
+}
+
+fn content_kind(block: ContentBlock) -> Result<Kind, String> {
+    Ok(match block {
+        ContentBlock::Text(text) => Kind::Text(proto::TextContent { text: text.text }),
+        ContentBlock::Image(image) => Kind::Image(proto::ImageContent {
+            data: decode(&image.data, "image")?,
+            mime_type: image.mime_type,
+        }),
+        ContentBlock::Audio(audio) => Kind::Audio(proto::AudioContent {
+            data: decode(&audio.data, "audio")?,
+            mime_type: audio.mime_type,
+        }),
+        ContentBlock::Resource(embedded) => Kind::Resource(resource(embedded.resource)?),
+        ContentBlock::ResourceLink(link) => Kind::ResourceLink(proto::ResourceLink {
+            uri: link.uri,
+            name: link.name,
+            description: link.description.unwrap_or_default(),
+            mime_type: link.mime_type.unwrap_or_default(),
+            title: link.title.unwrap_or_default(),
+            size: link.size,
+        }),
+        other => return Err(format!("unsupported content block {other:?}")),
+    })
+}
+
+fn resource(contents: ResourceContents) -> Result<proto::EmbeddedResource, String> {
+    Ok(match contents {
+        ResourceContents::TextResourceContents {
+            uri,
+            mime_type,
+            text,
+            ..
+        } => proto::EmbeddedResource {
+            uri,
+            mime_type: mime_type.unwrap_or_default(),
+            contents: Some(Contents::Text(text)),
+        },
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => proto::EmbeddedResource {
+            mime_type: mime_type.unwrap_or_default(),
+            contents: Some(Contents::Blob(decode(&blob, &uri)?)),
+            uri,
+        },
+        other => return Err(format!("unsupported resource contents {other:?}")),
+    })
+}
+
+fn decode(base64: &str, what: &str) -> Result<Vec<u8>, String> {
+    STANDARD
+        .decode(base64.trim())
+        .map_err(|e| format!("the {what} data is not valid base64: {e}"))
+}
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;

@@ -1,0 +1,7 @@
+//! The gRPC side: the ToolBroker service, its conversions and status table, and the
+//! assembled router with health and reflection.
+
+pub mod convert;
+mod deadline;
+pub mod service;
+pub mod status;

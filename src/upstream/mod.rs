@@ -1,0 +1,134 @@
+//! The MCP side: sessions with the configured servers (spawned processes over stdio), one
+//! supervisor task per server, and the handle calls go through.
+
+mod handler;
+mod listing;
+pub mod process;
+mod session;
+pub mod supervisor;
+
+use std::time::Duration;
+
+use rmcp::{
+    RoleClient,
+    model::{CallToolRequestParams, CallToolResult},
+    service::{Peer, ServiceError},
+};
+use serde_json::{Map, Value};
+
+use crate::domain::{
+    call::CallError,
+    names::{ServerName, ToolName},
+};
+
+/// Why a session could not be set up. Shown in the server's status message.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The command could not be started.
+    #[error("cannot start {command:?}: {source}{}", spawn_hint(source))]
+    Spawn {
+        /// The configured command.
+        command: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The server ended or broke the protocol during start-up.
+    #[error("{0}")]
+    Startup(String),
+    /// Start-up did not finish in time.
+    #[error("did not finish starting within {} (init_timeout){}", humantime::format_duration(*.after), tail_note(.stderr))]
+    InitTimeout {
+        /// The configured init_timeout.
+        after: Duration,
+        /// The last stderr lines, if any.
+        stderr: Option<String>,
+    },
+    /// The transport is not available in this build.
+    #[error("transport {0} is not supported yet")]
+    Unsupported(&'static str),
+}
+
+fn spawn_hint(source: &std::io::Error) -> &'static str {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => " (is it installed and on PATH, or is cwd wrong?)",
+        std::io::ErrorKind::PermissionDenied => " (is it executable?)",
+        _ => "",
+    }
+}
+
+/// " (stderr: ...)" when there is something to show.
+fn tail_note(stderr: &Option<String>) -> String {
+    stderr
+        .as_deref()
+        .map(|tail| format!("; stderr: {tail}"))
+        .unwrap_or_default()
+}
+
+/// A cheap, cloneable handle for calling the tools of one connected server. Calls share the
+/// server's single session, multiplexed by request id.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    server: ServerName,
+    peer: Peer<RoleClient>,
+    timeout: Duration,
+}
+
+impl Upstream {
+    /// The server's configured call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Calls `tool` and waits at most `timeout`. When the timeout passes or this future is
+    /// dropped (the caller went away), rmcp sends `notifications/cancelled` for the request.
+    pub async fn call(
+        &self,
+        tool: &ToolName,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let params = CallToolRequestParams::new(tool.as_str().to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+            Ok(result) => result.map_err(|e| classify(&self.server, e)),
+            Err(_) => Err(CallError::Timeout {
+                server: self.server.clone(),
+                after: timeout,
+            }),
+        }
+    }
+}
+
+/// The one place rmcp's errors become call errors.
+pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
+    let server = server.clone();
+    match error {
+        ServiceError::McpError(e) => CallError::ServerError {
+            server,
+            code: e.code.0,
+            message: e.message.into_owned(),
+        },
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => CallError::SessionLost {
+            server,
+            detail: "the connection closed".into(),
+        },
+        ServiceError::Cancelled { reason } => CallError::SessionLost {
+            server,
+            detail: format!(
+                "the request was cancelled ({})",
+                reason.as_deref().unwrap_or("no reason given")
+            ),
+        },
+        ServiceError::Timeout { timeout } => CallError::Timeout {
+            server,
+            after: timeout,
+        },
+        ServiceError::UnexpectedResponse => CallError::BadResult {
+            server,
+            reason: "it answered tools/call with something other than a tool result".into(),
+        },
+        other => CallError::BadResult {
+            server,
+            reason: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,212 @@
+//! Child processes of stdio servers: each in its own process group, its stderr logged line by
+//! line under the server's name, stopped politely then firmly, and never left behind.
+
+use std::{
+    collections::VecDeque,
+    process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use nix::{
+    sys::signal::{Signal, killpg},
+    unistd::Pid,
+};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use secrecy::ExposeSecret;
+use tokio::{
+    process::{ChildStderr, ChildStdin, ChildStdout},
+    task::JoinHandle,
+};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+use super::UpstreamError;
+use crate::domain::{config::StdioSpec, names::ServerName};
+
+/// Longest stderr line logged whole; longer ones are cut.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+/// How many of the last stderr lines are kept to explain a failure, and how much of each.
+const TAIL_LINES: usize = 5;
+const TAIL_LINE_CHARS: usize = 240;
+/// How long the stderr reader may take to log the last lines after the process ended.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
+/// The pipes the MCP session speaks over.
+pub struct Pipes {
+    /// The server's stdout: JSON-RPC from the server.
+    pub stdout: ChildStdout,
+    /// The server's stdin: JSON-RPC to the server.
+    pub stdin: ChildStdin,
+}
+
+/// The last few stderr lines of a server, to explain why it failed.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, mut line: String) {
+        if let Some((cut, _)) = line.char_indices().nth(TAIL_LINE_CHARS) {
+            line.truncate(cut);
+            line.push('…');
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The kept lines joined with " | ", or `None` if the server wrote nothing.
+    pub fn summary(&self) -> Option<String> {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let kept: Vec<&str> = lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        (!kept.is_empty()).then(|| kept.join(" | "))
+    }
+}
+
+/// A running stdio server process (the leader of its own process group).
+pub struct ChildProcess {
+    child: Box<dyn ChildWrapper>,
+    group: Option<Pid>,
+    stderr: Option<JoinHandle<()>>,
+    tail: StderrTail,
+    exited: Option<ExitStatus>,
+}
+
+/// Starts the server's command with its pipes; stderr is logged from now on.
+pub fn spawn(
+    server: &ServerName,
+    spec: &StdioSpec,
+) -> Result<(ChildProcess, Pipes), UpstreamError> {
+    let mut command = tokio::process::Command::new(&spec.command);
+    command
+        .args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in &spec.env {
+        command.env(key, value.expose_secret());
+    }
+    if let Some(cwd) = &spec.cwd {
+        command.current_dir(cwd);
+    }
+    // Its own process group, so stopping it also stops what it started (npx → node → server).
+    let mut wrapped = CommandWrap::from(command);
+    wrapped.wrap(ProcessGroup::leader());
+    let mut child = wrapped.spawn().map_err(|source| UpstreamError::Spawn {
+        command: spec.command.clone(),
+        source,
+    })?;
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
+        unreachable!("stdin and stdout were configured as pipes")
+    };
+    let tail = StderrTail::default();
+    let stderr = child
+        .stderr()
+        .take()
+        .map(|pipe| tokio::spawn(log_stderr(server.clone(), pipe, tail.clone())));
+    let process = ChildProcess {
+        child,
+        group,
+        stderr,
+        tail,
+        exited: None,
+    };
+    Ok((process, Pipes { stdout, stdin }))
+}
+
+/// Logs each stderr line at info level, tagged with the server, and keeps the last few.
+async fn log_stderr(server: ServerName, pipe: ChildStderr, tail: StderrTail) {
+    let mut lines = FramedRead::new(pipe, LinesCodec::new_with_max_length(MAX_STDERR_LINE));
+    while let Some(line) = lines.next().await {
+        match line {
+            Ok(line) => {
+                tracing::info!(target: "toolbroker::stderr", server = %server, "{line}");
+                tail.push(line);
+            }
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                tracing::info!(target: "toolbroker::stderr", server = %server,
+                    "(a stderr line longer than {MAX_STDERR_LINE} bytes was dropped)");
+            }
+            Err(LinesCodecError::Io(_)) => break,
+        }
+    }
+}
+
+impl ChildProcess {
+    /// The last stderr lines, for error messages.
+    pub fn stderr_tail(&self) -> StderrTail {
+        self.tail.clone()
+    }
+
+    /// Waits until the process exits and says how it ended. Cancel-safe.
+    pub async fn wait(&mut self) -> String {
+        if let Some(status) = self.exited {
+            return describe_exit(status);
+        }
+        match self.child.wait().await {
+            Ok(status) => {
+                self.exited = Some(status);
+                describe_exit(status)
+            }
+            Err(e) => format!("could not be waited for: {e}"),
+        }
+    }
+
+    /// Stops the process once its stdin is closed: waits `grace` for it to exit, then sends
+    /// SIGTERM to its group, waits again, then SIGKILL. Always ends by killing what is left of
+    /// the group, so no grandchild outlives it. Returns how it ended.
+    pub async fn stop(mut self, grace: Duration) -> String {
+        let mut ended = tokio::time::timeout(grace, self.wait()).await.ok();
+        if ended.is_none() {
+            self.signal_group(Signal::SIGTERM);
+            ended = tokio::time::timeout(grace, self.wait()).await.ok();
+        }
+        if ended.is_none() {
+            self.signal_group(Signal::SIGKILL);
+            ended = Some(self.wait().await);
+        }
+        self.signal_group(Signal::SIGKILL);
+        if let Some(reader) = self.stderr.take() {
+            let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+        }
+        self.group = None;
+        ended.unwrap_or_default()
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        if let Some(group) = self.group {
+            // ESRCH means the group is already gone, which is what we want.
+            let _ = killpg(group, signal);
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    /// A backstop for paths that did not call `stop` (a panic, a dropped future): kill the group.
+    fn drop(&mut self) {
+        self.signal_group(Signal::SIGKILL);
+        if let Some(reader) = self.stderr.take() {
+            reader.abort();
+        }
+    }
+}
+
+/// "exited with status 3" / "was killed by signal 9".
+pub fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended ({status})"),
+    }
+}

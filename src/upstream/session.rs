@@ -1,0 +1,183 @@
+//! One MCP session with one server: start-up (spawn, initialize, first tools/list) under the
+//! init timeout, watching for its end, and an orderly close.
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::{
+    RoleClient, ServiceExt,
+    service::{Peer, QuitReason, RunningServiceCancellationToken},
+};
+use tokio::{sync::Notify, task::JoinHandle};
+
+use super::{
+    Upstream, UpstreamError,
+    handler::Handler,
+    listing,
+    process::{self, ChildProcess, StderrTail},
+};
+use crate::domain::{
+    config::{ServerSpec, TransportSpec},
+    tool::ToolSpec,
+};
+
+/// How long a server gets to exit by itself once its stdin is closed, and again after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for an exit status to explain a start-up failure.
+const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
+
+/// A connected server.
+pub struct Session {
+    peer: Peer<RoleClient>,
+    service: Option<(RunningServiceCancellationToken, JoinHandle<ServiceEnd>)>,
+    child: Option<ChildProcess>,
+    /// Signalled on `notifications/tools/list_changed`.
+    pub tools_changed: Arc<Notify>,
+    /// Who the server said it is, e.g. `demo 0.1.0, MCP 2025-11-25`.
+    pub description: String,
+}
+
+/// How rmcp's session loop ended.
+type ServiceEnd = Result<QuitReason, tokio::task::JoinError>;
+
+/// A session, and the tools its server offered at start-up.
+pub type Started = (Session, Vec<ToolSpec>);
+
+impl Session {
+    /// Starts the server and initializes a session, then lists its tools; all within the
+    /// server's `init_timeout`. A failure stops whatever was started.
+    pub async fn start(spec: &ServerSpec) -> Result<Started, UpstreamError> {
+        let TransportSpec::Stdio(stdio) = &spec.transport else {
+            return Err(UpstreamError::Unsupported(spec.transport.name()));
+        };
+        let (mut child, pipes) = process::spawn(&spec.name, stdio)?;
+        let tail = child.stderr_tail();
+        let tools_changed = Arc::new(Notify::new());
+        let handler = Handler::new(spec.name.clone(), tools_changed.clone());
+        let startup = async {
+            let service = tokio::select! {
+                service = handler.serve((pipes.stdout, pipes.stdin)) => service
+                    .map_err(|e| format!("initialize failed: {e}"))?,
+                exit = child.wait() => return Err(format!("{exit} during initialize")),
+            };
+            let tools = listing::list_tools(service.peer()).await?;
+            Ok::<_, String>((service, tools))
+        };
+        let (service, tools) = match tokio::time::timeout(spec.init_timeout, startup).await {
+            Ok(Ok(started)) => started,
+            Ok(Err(reason)) => return Err(fail(child, &tail, reason).await),
+            Err(_) => {
+                child.stop(STOP_GRACE).await;
+                return Err(UpstreamError::InitTimeout {
+                    after: spec.init_timeout,
+                    stderr: tail.summary(),
+                });
+            }
+        };
+        let peer = service.peer().clone();
+        let description = describe_peer(&peer);
+        let cancel = service.cancellation_token();
+        let session = Session {
+            peer,
+            service: Some((cancel, tokio::spawn(service.waiting()))),
+            child: Some(child),
+            tools_changed,
+            description,
+        };
+        Ok((session, tools))
+    }
+
+    /// A handle for calls, with the server's call timeout.
+    pub fn upstream(&self, spec: &ServerSpec) -> Upstream {
+        Upstream {
+            server: spec.name.clone(),
+            peer: self.peer.clone(),
+            timeout: spec.timeout,
+        }
+    }
+
+    /// Lists the tools again (after `tools/list_changed`).
+    pub async fn list_tools(&self) -> Result<Vec<ToolSpec>, String> {
+        listing::list_tools(&self.peer).await
+    }
+
+    /// Waits until the session ends by itself (the process exits, a pipe closes) and says
+    /// why. Cancel-safe.
+    pub async fn ended(&mut self) -> String {
+        let service_end = async {
+            match &mut self.service {
+                Some((_, task)) => match task.await {
+                    Ok(Ok(QuitReason::Closed)) => "closed the connection".to_owned(),
+                    Ok(Ok(reason)) => format!("the session ended ({reason:?})"),
+                    Ok(Err(e)) | Err(e) => format!("the session task failed: {e}"),
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let child_exit = async {
+            match &mut self.child {
+                Some(child) => child.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        let why = tokio::select! {
+            why = child_exit => why,
+            why = service_end => why,
+        };
+        self.service = None;
+        // A pipe usually closes because the process exited: say how, if it does so promptly.
+        let why = match &mut self.child {
+            Some(child) => match tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await {
+                Ok(exit) => exit,
+                Err(_) => why,
+            },
+            None => why,
+        };
+        let tail = self.child.as_ref().map(ChildProcess::stderr_tail);
+        with_tail(why, tail.as_ref())
+    }
+
+    /// Closes the session: ends the MCP loop (which closes the server's stdin), then stops the
+    /// process. Returns how the process ended.
+    pub async fn close(mut self) -> String {
+        if let Some((cancel, task)) = self.service.take() {
+            cancel.cancel();
+            let _ = task.await;
+        }
+        match self.child.take() {
+            Some(child) => child.stop(STOP_GRACE).await,
+            None => String::new(),
+        }
+    }
+}
+
+/// A start-up failure: waits briefly for the exit status, stops the process, and explains.
+async fn fail(mut child: ChildProcess, tail: &StderrTail, reason: String) -> UpstreamError {
+    let exit = tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await;
+    child.stop(STOP_GRACE).await;
+    let reason = match exit {
+        Ok(exit) if !reason.starts_with(&exit) => format!("{reason}; the server {exit}"),
+        _ => reason,
+    };
+    UpstreamError::Startup(with_tail(reason, Some(tail)))
+}
+
+fn with_tail(reason: String, tail: Option<&StderrTail>) -> String {
+    match tail.and_then(StderrTail::summary) {
+        Some(tail) => format!("{reason}; stderr: {tail}"),
+        None => reason,
+    }
+}
+
+fn describe_peer(peer: &Peer<RoleClient>) -> String {
+    let Some(info) = peer.peer_info() else {
+        return "connected".into();
+    };
+    let version = &info.protocol_version;
+    match &info.server_info {
+        Some(server) => format!(
+            "connected to {} {} (MCP {version})",
+            server.name, server.version
+        ),
+        None => format!("connected (MCP {version})"),
+    }
+}
