@@ -1,0 +1,132 @@
+//! The command line: `check`, exit codes, the default demo, and a clean shutdown that leaves no
+//! process behind.
+
+mod common;
+
+use std::{process::Command as StdCommand, time::Duration};
+
+use common::{Broker, toolbroker_bin};
+
+fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broker.yaml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// Runs toolbroker with these arguments and a config path, to completion.
+fn run(args: &[&str], config: &std::path::Path) -> std::process::Output {
+    StdCommand::new(toolbroker_bin())
+        .args(args)
+        .arg(config)
+        .output()
+        .expect("run toolbroker")
+}
+
+#[test]
+fn check_accepts_a_valid_config() {
+    let (_dir, path) = write_config(
+        "servers:\n  - name: a\n    command: x\nmcpServers:\n  memory: { command: npx, args: [-y, pkg] }\n",
+    );
+    let output = run(&["check", "--config"], &path);
+    assert!(output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("ok (2 servers)"));
+}
+
+#[test]
+fn check_lists_every_problem_with_its_path_and_exits_2() {
+    let (_dir, path) = write_config(
+        "servers:\n  - name: a\n    comand: x\n  - name: b\n    command: y\n    timeout: soon\n  - name: a\n    url: http://h/\n",
+    );
+    let output = run(&["check", "--config"], &path);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for want in [
+        "servers[0].comand",
+        "did you mean \"command\"",
+        "servers[1].timeout",
+        "servers[2].name",
+    ] {
+        assert!(stderr.contains(want), "{want} missing from:\n{stderr}");
+    }
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with(&*path.to_string_lossy())),
+        "every line names the file:\n{stderr}"
+    );
+}
+
+#[test]
+fn serve_with_a_bad_config_exits_2_without_listening() {
+    let (_dir, path) = write_config("listen: nowhere\n");
+    let output = run(&["serve", "--config"], &path);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("listen"));
+}
+
+#[tokio::test]
+async fn serve_without_a_config_serves_the_demo_tools() {
+    let mut command = tokio::process::Command::new(toolbroker_bin());
+    command.args(["--listen", "127.0.0.1:0", "--log-format", "json"]);
+    let broker = Broker::spawn(command, tempfile::tempdir().unwrap()).await;
+    broker.wait_ready().await;
+    let echo = broker.call("echo", r#"{"message": "demo"}"#).await.unwrap();
+    assert_eq!((echo.text.as_str(), echo.server.as_str()), ("demo", "demo"));
+}
+
+/// The children of a process, from /proc.
+fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flat_map(|task| {
+            let path = task.unwrap().path().join("children");
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Running, as opposed to gone or a zombie waiting to be reaped by whoever adopted it.
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_broker_and_every_process_it_started() {
+    // The second server starts a grandchild, as `npx` does: it must not outlive the broker.
+    let config = format!(
+        "servers:\n{}  - name: parent\n    command: sh\n    args: [-c, 'sleep 300 & exec \"$0\" demo-server', {bin:?}]\n",
+        common::demo_server("demo", ""),
+        bin = toolbroker_bin()
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let servers = children(broker.pid());
+    assert_eq!(servers.len(), 2, "one process per server: {servers:?}");
+    let grandchildren: Vec<u32> = servers.iter().flat_map(|pid| children(*pid)).collect();
+    assert_eq!(grandchildren.len(), 1, "the sleep: {grandchildren:?}");
+
+    let status = broker.terminate().await;
+    assert!(status.success(), "exit status {status:?}");
+    for pid in servers.iter().chain(&grandchildren) {
+        // A killed process can take a moment to be torn down; there is no event to wait on
+        // for a process that is not ours, so poll its state with a deadline.
+        let gone = tokio::time::timeout(Duration::from_secs(5), async {
+            while alive(*pid) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(gone.is_ok(), "process {pid} outlived the broker");
+    }
+}

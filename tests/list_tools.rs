@@ -1,0 +1,207 @@
+//! ListTools and ListServers against our demo server and server-everything over stdio.
+
+mod common;
+
+use common::{Broker, demo_server, everything_server, names};
+use toolbroker::proto::{self, ServerState};
+
+const EVERYTHING_ALLOWED: &str =
+    "    tools: [echo, get-sum, get-tiny-image, get-structured-content, get-resource-links]\n";
+
+async fn two_server_broker() -> Broker {
+    let config = format!(
+        "servers:\n{}{}",
+        demo_server("demo", "    prefix: demo_\n"),
+        everything_server(
+            "everything",
+            &format!("    prefix: ev_\n{EVERYTHING_ALLOWED}")
+        )
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    broker
+}
+
+#[tokio::test]
+async fn list_tools_shows_both_servers_with_prefixes_and_filters() {
+    let broker = two_server_broker().await;
+    let response = broker.tools().await;
+    let names = names(&response.tools);
+    for want in [
+        "demo_echo",
+        "demo_add",
+        "demo_sleep",
+        "demo_tiny_image",
+        "ev_echo",
+        "ev_get-sum",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let from_everything: Vec<_> = names.iter().filter(|n| n.starts_with("ev_")).collect();
+    assert_eq!(
+        from_everything.len(),
+        5,
+        "only the allow-listed tools: {from_everything:?}"
+    );
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "tools are sorted by name");
+    assert!(response.revision > 0);
+
+    let sum = response
+        .tools
+        .iter()
+        .find(|t| t.name == "ev_get-sum")
+        .unwrap();
+    assert_eq!(
+        (sum.server.as_str(), sum.original_name.as_str()),
+        ("everything", "get-sum")
+    );
+    assert!(!sum.description.is_empty());
+    let annotations = sum
+        .annotations
+        .as_ref()
+        .expect("server-everything sends annotations");
+    assert_eq!(annotations.read_only_hint, Some(true));
+}
+
+#[tokio::test]
+async fn params_are_converted_and_the_raw_schema_is_kept() {
+    let broker = two_server_broker().await;
+    let tools = broker.tools().await.tools;
+    let add = tools.iter().find(|t| t.name == "demo_add").unwrap();
+    let params: Vec<_> = add
+        .params
+        .iter()
+        .map(|p| (p.name.as_str(), p.r#type.as_str(), p.required))
+        .collect();
+    assert_eq!(params, [("a", "integer", true), ("b", "integer", true)]);
+
+    let echo = tools.iter().find(|t| t.name == "ev_echo").unwrap();
+    // Key order as the server sent it (serde_json keeps it), so this is its text, re-encoded.
+    assert!(
+        echo.input_schema_json
+            .starts_with(r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object""#),
+        "{}",
+        echo.input_schema_json
+    );
+    let schema: serde_json::Value = serde_json::from_str(&echo.input_schema_json).unwrap();
+    assert_eq!(schema["required"], serde_json::json!(["message"]));
+
+    let structured = tools
+        .iter()
+        .find(|t| t.name == "ev_get-structured-content")
+        .unwrap();
+    assert!(structured.output_schema_json.contains("\"properties\""));
+    let location = &structured.params[0];
+    assert_eq!(location.enum_values, ["New York", "Chicago", "Los Angeles"]);
+}
+
+#[tokio::test]
+async fn list_tools_can_be_limited_to_servers() {
+    let broker = two_server_broker().await;
+    let mut client = broker.client.clone();
+    let only = client
+        .list_tools(proto::ListToolsRequest {
+            servers: vec!["everything".into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(only.tools.len(), 5);
+    assert!(only.tools.iter().all(|t| t.server == "everything"));
+
+    let unknown = client
+        .list_tools(proto::ListToolsRequest {
+            servers: vec!["nope".into()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    assert!(
+        unknown.message().contains("\"nope\""),
+        "{}",
+        unknown.message()
+    );
+}
+
+#[tokio::test]
+async fn list_servers_reports_each_server_ready_with_its_tool_count() {
+    let broker = two_server_broker().await;
+    let servers = broker.servers().await;
+    let summary: Vec<_> = servers
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.state(),
+                s.transport.as_str(),
+                s.tool_count,
+            )
+        })
+        .collect();
+    assert_eq!(summary[1], ("everything", ServerState::Ready, "stdio", 5));
+    assert_eq!((summary[0].0, summary[0].1), ("demo", ServerState::Ready));
+    assert!(summary[0].3 >= 10, "demo tools: {}", summary[0].3);
+    assert!(
+        servers[0].message.contains("toolbroker-demo"),
+        "{}",
+        servers[0].message
+    );
+    assert!(servers[0].since.is_some());
+}
+
+#[tokio::test]
+async fn the_first_listed_server_wins_a_name_collision() {
+    let config = format!(
+        "servers:\n{}{}",
+        everything_server("everything", "    tools: [echo]\n"),
+        demo_server("demo", "")
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let tools = broker.tools().await.tools;
+    let echo = tools.iter().find(|t| t.name == "echo").unwrap();
+    assert_eq!(echo.server, "everything");
+    assert!(tools.iter().any(|t| t.name == "add" && t.server == "demo"));
+    let demo = broker.server("demo").await;
+    assert!(
+        demo.message.contains("\"echo\" skipped") && demo.message.contains("\"everything\""),
+        "{}",
+        demo.message
+    );
+    broker
+        .wait_for_log("collision warning", |l| {
+            l["level"] == "WARN"
+                && l["server"] == "demo"
+                && l["message"].as_str().is_some_and(|m| m.contains("skipped"))
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn every_page_of_tools_list_is_followed() {
+    let config = format!(
+        "servers:\n{}",
+        demo_server("demo", "").replace(
+            "args: [demo-server]",
+            "args: [demo-server, --extra-tools, '150', --page-size, '20']"
+        )
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let tools = broker.tools().await.tools;
+    let synthetic = tools
+        .iter()
+        .filter(|t| t.name.starts_with("synthetic_"))
+        .count();
+    assert_eq!(synthetic, 150, "8 pages of 20 and a last one, all listed");
+    assert!(names(&tools).contains(&"echo"));
+    let one = tools.iter().find(|t| t.name == "synthetic_0001").unwrap();
+    let mode = one
+        .params
+        .iter()
+        .find(|p| p.name == "mode")
+        .expect("a $ref enum param");
+    assert_eq!(mode.enum_values, ["fast", "balanced", "thorough"]);
+}
