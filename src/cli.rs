@@ -65,9 +65,12 @@ pub struct DemoServerArgs {
     /// Transport to serve on.
     #[arg(long, value_enum, default_value = "stdio")]
     pub transport: DemoTransport,
-    /// Address for the HTTP transports.
-    #[arg(long)]
-    pub listen: Option<SocketAddr>,
+    /// Address for the HTTP transports (port 0 picks a free one; the URL is logged).
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    pub listen: SocketAddr,
+    /// With an HTTP transport, refuse requests without `Authorization: Bearer <TOKEN>`.
+    #[arg(long, env = "DEMO_BEARER_TOKEN", value_name = "TOKEN")]
+    pub bearer_token: Option<String>,
     /// Add this many synthetic tools (for load tests).
     #[arg(long, default_value_t = 0)]
     pub extra_tools: usize,

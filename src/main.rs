@@ -6,7 +6,9 @@ use clap::Parser;
 use toolbroker::{
     app,
     cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
-    client, demo_server, telemetry,
+    client,
+    demo_server::{self, HttpTransport},
+    telemetry,
 };
 
 /// Exit code for a config (or usage) mistake, as clap uses for usage errors.
@@ -68,13 +70,12 @@ async fn demo(args: DemoServerArgs) -> ExitCode {
         extra_tools: args.extra_tools,
         page_size: args.page_size,
     };
-    match args.transport {
-        DemoTransport::Stdio => report(demo_server::serve_stdio(options).await),
-        DemoTransport::Sse | DemoTransport::StreamableHttp => {
-            eprintln!("toolbroker demo-server: HTTP transports are not supported yet");
-            ExitCode::from(EXIT_CONFIG)
-        }
-    }
+    let http = match args.transport {
+        DemoTransport::Stdio => return report(demo_server::serve_stdio(options).await),
+        DemoTransport::Sse => HttpTransport::Sse,
+        DemoTransport::StreamableHttp => HttpTransport::StreamableHttp,
+    };
+    report(demo_server::serve_http(options, http, args.listen, args.bearer_token).await)
 }
 
 fn config_error(error: app::LoadError) -> ExitCode {

@@ -1,20 +1,26 @@
 //! The built-in demo MCP server (`toolbroker demo-server`): a [`DemoServer`] handler whose tools
 //! exercise the protocol (text, integers, structured output, every content kind, tool errors,
 //! progress and cancellation, `_meta` echo, run-time tool changes with `list_changed`, a crash),
-//! and [`serve_stdio`], which serves it over stdin/stdout.
+//! and [`serve_stdio`] / [`serve_http`], which serve it over stdin/stdout or HTTP (streamable, or
+//! legacy SSE).
 //!
 //! Shell module: it talks to peers and the clock. Its parts: `catalog` (the tool set and paging,
 //! pure), `tools` (definitions and schemas, pure), `handlers` (what each tool does), `content`
-//! (media, pure) and `stdio` (the transport). The handler is cheap to clone and all clones share
+//! (media, pure), and the transports `stdio`, `http` and `legacy_sse`. The handler is cheap to clone and all clones share
 //! one tool set, so an HTTP transport can hand a clone to each session.
 
 mod catalog;
 mod content;
 mod handlers;
+mod http;
+mod legacy_sse;
 mod stdio;
 mod tools;
 
-pub use self::stdio::serve_stdio;
+pub use self::{
+    http::{HttpTransport, serve_http},
+    stdio::serve_stdio,
+};
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
