@@ -32,8 +32,8 @@ pub enum CallError {
         /// Why.
         message: String,
     },
-    /// The session ended while the call was in flight.
-    #[error("server {server:?} closed its session during the call: {detail}")]
+    /// The session failed while the call was in flight, or the call could not be sent.
+    #[error("lost the connection to server {server:?}: {detail}")]
     SessionLost {
         /// The server.
         server: ServerName,

@@ -1,10 +1,15 @@
-//! The MCP side: sessions with the configured servers (spawned processes over stdio), one
-//! supervisor task per server, and the handle calls go through.
+//! The MCP side: sessions with the configured servers (spawned processes over stdio, or HTTP
+//! endpoints over streamable HTTP or legacy SSE), one supervisor task per server, and the handle
+//! calls go through.
 
+mod connect;
+mod detect;
 mod handler;
+mod http;
 mod listing;
 pub mod process;
 mod session;
+mod sse;
 pub mod supervisor;
 
 use std::time::Duration;
@@ -43,9 +48,6 @@ pub enum UpstreamError {
         /// The last stderr lines, if any.
         stderr: Option<String>,
     },
-    /// The transport is not available in this build.
-    #[error("transport {0} is not supported yet")]
-    Unsupported(&'static str),
 }
 
 fn spawn_hint(source: &std::io::Error) -> &'static str {
@@ -98,18 +100,38 @@ impl Upstream {
     }
 }
 
+/// Part of the message rmcp 3.11's streamable HTTP client gives calls that were in flight when it
+/// had to re-initialize the session.
+const REINITIALIZED_DURING_CALL: &str = "session was re-initialized before the response arrived";
+
 /// The one place rmcp's errors become call errors.
 pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
     let server = server.clone();
     match error {
+        // rmcp answers a call pending when it had to open a new session with this error: the
+        // server lost the call, which is a lost session, not a server's verdict.
+        ServiceError::McpError(e) if e.message.contains(REINITIALIZED_DURING_CALL) => {
+            CallError::SessionLost {
+                server,
+                detail: "the server lost the session during the call (did it restart?); the \
+                         call may or may not have run, and was not repeated"
+                    .into(),
+            }
+        }
         ServiceError::McpError(e) => CallError::ServerError {
             server,
             code: e.code.0,
             message: e.message.into_owned(),
         },
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => CallError::SessionLost {
+        ServiceError::TransportClosed => CallError::SessionLost {
             server,
-            detail: "the connection closed".into(),
+            detail: "the connection closed before the answer came (the call may or may not have \
+                     run; it was not repeated)"
+                .into(),
+        },
+        ServiceError::TransportSend(error) => CallError::SessionLost {
+            server,
+            detail: http::explain(&error),
         },
         ServiceError::Cancelled { reason } => CallError::SessionLost {
             server,

@@ -4,26 +4,23 @@
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{
-    RoleClient, ServiceExt,
-    service::{Peer, QuitReason, RunningServiceCancellationToken},
+    RoleClient,
+    service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken},
 };
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
-    Upstream, UpstreamError,
+    Upstream, UpstreamError, connect,
     handler::Handler,
     listing,
-    process::{self, ChildProcess, StderrTail},
+    process::{ChildProcess, StderrTail},
 };
-use crate::domain::{
-    config::{ServerSpec, TransportSpec},
-    tool::ToolSpec,
-};
+use crate::domain::{config::ServerSpec, tool::ToolSpec};
 
 /// How long a server gets to exit by itself once its stdin is closed, and again after SIGTERM.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-/// How long to wait for an exit status to explain a start-up failure.
-const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for an exit status to explain a failure.
+pub(super) const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
 
 /// A connected server.
 pub struct Session {
@@ -34,6 +31,8 @@ pub struct Session {
     pub tools_changed: Arc<Notify>,
     /// Who the server said it is, e.g. `demo 0.1.0, MCP 2025-11-25`.
     pub description: String,
+    /// The transport in use: "stdio", "streamable-http" or "sse".
+    pub transport: &'static str,
 }
 
 /// How rmcp's session loop ended.
@@ -46,44 +45,27 @@ impl Session {
     /// Starts the server and initializes a session, then lists its tools; all within the
     /// server's `init_timeout`. A failure stops whatever was started.
     pub async fn start(spec: &ServerSpec) -> Result<Started, UpstreamError> {
-        let TransportSpec::Stdio(stdio) = &spec.transport else {
-            return Err(UpstreamError::Unsupported(spec.transport.name()));
-        };
-        let (mut child, pipes) = process::spawn(&spec.name, stdio)?;
-        let tail = child.stderr_tail();
-        let tools_changed = Arc::new(Notify::new());
-        let handler = Handler::new(spec.name.clone(), tools_changed.clone());
-        let startup = async {
-            let service = tokio::select! {
-                service = handler.serve((pipes.stdout, pipes.stdin)) => service
-                    .map_err(|e| format!("initialize failed: {e}"))?,
-                exit = child.wait() => return Err(format!("{exit} during initialize")),
-            };
-            let tools = listing::list_tools(service.peer()).await?;
-            Ok::<_, String>((service, tools))
-        };
-        let (service, tools) = match tokio::time::timeout(spec.init_timeout, startup).await {
-            Ok(Ok(started)) => started,
-            Ok(Err(reason)) => return Err(fail(child, &tail, reason).await),
-            Err(_) => {
-                child.stop(STOP_GRACE).await;
-                return Err(UpstreamError::InitTimeout {
-                    after: spec.init_timeout,
-                    stderr: tail.summary(),
-                });
-            }
-        };
+        connect::start(spec).await
+    }
+
+    /// A session over a running rmcp service; `child` is the server process for stdio.
+    pub(super) fn new(
+        service: RunningService<RoleClient, Handler>,
+        child: Option<ChildProcess>,
+        tools_changed: Arc<Notify>,
+        transport: &'static str,
+    ) -> Self {
         let peer = service.peer().clone();
         let description = describe_peer(&peer);
         let cancel = service.cancellation_token();
-        let session = Session {
+        Session {
             peer,
             service: Some((cancel, tokio::spawn(service.waiting()))),
-            child: Some(child),
+            child,
             tools_changed,
             description,
-        };
-        Ok((session, tools))
+            transport,
+        }
     }
 
     /// A handle for calls, with the server's call timeout.
@@ -150,18 +132,7 @@ impl Session {
     }
 }
 
-/// A start-up failure: waits briefly for the exit status, stops the process, and explains.
-async fn fail(mut child: ChildProcess, tail: &StderrTail, reason: String) -> UpstreamError {
-    let exit = tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await;
-    child.stop(STOP_GRACE).await;
-    let reason = match exit {
-        Ok(exit) if !reason.starts_with(&exit) => format!("{reason}; the server {exit}"),
-        _ => reason,
-    };
-    UpstreamError::Startup(with_tail(reason, Some(tail)))
-}
-
-fn with_tail(reason: String, tail: Option<&StderrTail>) -> String {
+pub(super) fn with_tail(reason: String, tail: Option<&StderrTail>) -> String {
     match tail.and_then(StderrTail::summary) {
         Some(tail) => format!("{reason}; stderr: {tail}"),
         None => reason,

@@ -54,7 +54,9 @@ impl Supervisor {
             Ok((session, tools)) => {
                 tracing::info!(server = %name, tools = tools.len(), "{}", session.description);
                 self.broker.set_tools(name, tools);
-                let ready = condition(&self.spec, ServerState::Ready, session.description.clone());
+                let mut ready =
+                    condition(&self.spec, ServerState::Ready, session.description.clone());
+                ready.transport = session.transport.into();
                 self.broker
                     .set_condition(name, ready, Some(session.upstream(&self.spec)));
                 self.serve(session).await;

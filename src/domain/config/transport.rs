@@ -273,12 +273,29 @@ impl Named {
             Named::Header if name.is_empty() || !name.chars().all(is_token_char) => {
                 Some(format!("invalid header name {name:?}"))
             }
+            Named::Header if is_transport_header(name) => Some(format!(
+                "header {name:?} is set by the MCP transport itself and cannot be configured"
+            )),
             Named::Header if value.chars().any(|c| c.is_control() && c != '\t') => {
                 Some("the value contains a control character such as a line break".into())
             }
             Named::Env | Named::Header => None,
         }
     }
+}
+
+/// Headers the MCP HTTP transports manage (content negotiation, sessions, resumption).
+fn is_transport_header(name: &str) -> bool {
+    const MANAGED: [&str; 5] = [
+        "accept",
+        "content-type",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    ];
+    MANAGED
+        .iter()
+        .any(|managed| name.eq_ignore_ascii_case(managed))
 }
 
 /// Whether `c` may appear in an HTTP header name (an RFC 9110 `tchar`).

@@ -219,6 +219,19 @@ fn transport_errors() {
             ],
         ),
         (
+            "servers: [{name: a, url: 'http://h', headers: {Mcp-Session-Id: x, Accept: y}}]",
+            &[
+                (
+                    "servers[0].headers.Mcp-Session-Id",
+                    "set by the MCP transport itself",
+                ),
+                (
+                    "servers[0].headers.Accept",
+                    "set by the MCP transport itself",
+                ),
+            ],
+        ),
+        (
             "servers: [{name: a, command: x, env: {'A=B': x}}]",
             &[("servers[0].env.A=B", "invalid environment variable name")],
         ),

@@ -1,0 +1,102 @@
+//! Which HTTP transport a bare `url` speaks, as the MCP spec's backwards-compatibility section
+//! says: POST `initialize` to the URL; if that succeeds it is streamable HTTP, if it fails with
+//! 400, 404 or 405 GET the URL and expect the legacy SSE `endpoint` event.
+
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use rmcp::model::{
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, InitializeRequest, NumberOrString,
+};
+use url::Url;
+
+use super::{
+    http::{explain, explain_status},
+    sse::{self, SseTransport},
+};
+
+/// What the URL turned out to be.
+pub enum Detected {
+    /// Streamable HTTP: connect with rmcp's client.
+    StreamableHttp,
+    /// Legacy SSE, already connected (its stream is open and the endpoint known).
+    Sse(Box<SseTransport>),
+}
+
+/// Probes `url` and returns its transport, or why it speaks neither.
+pub async fn detect(
+    client: &reqwest::Client,
+    url: &Url,
+    headers: &HeaderMap,
+    info: ClientConfig,
+    server: String,
+) -> Result<Detected, String> {
+    let probe = ClientJsonRpcMessage::request(
+        ClientRequest::InitializeRequest(InitializeRequest::new(info)),
+        NumberOrString::Number(0),
+    );
+    let response = client
+        .post(url.clone())
+        .headers(headers.clone())
+        .header(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        )
+        .json(&probe)
+        .send()
+        .await
+        .map_err(|e| explain(&e))?;
+    let status = response.status();
+    match status {
+        s if s.is_success() => {
+            speaks_mcp(response.headers())?;
+            end_probe_session(client, url, headers, response.headers()).await;
+            Ok(Detected::StreamableHttp)
+        }
+        StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            match sse::connect(client.clone(), url, headers.clone(), server).await {
+                Ok(transport) => Ok(Detected::Sse(Box::new(transport))),
+                Err(sse_error) => Err(format!(
+                    "the URL serves neither MCP transport: POST initialize answered HTTP {status} \
+                     (not streamable HTTP), and as legacy SSE: {sse_error}"
+                )),
+            }
+        }
+        other => Err(format!(
+            "POST initialize answered {}",
+            explain_status(other)
+        )),
+    }
+}
+
+/// A streamable HTTP server answers `initialize` with JSON or an event stream, not a web page.
+fn speaks_mcp(headers: &HeaderMap) -> Result<(), String> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/json") || content_type.starts_with("text/event-stream")
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "the URL answered initialize with {content_type:?}, not MCP (JSON or an event stream)"
+        ))
+    }
+}
+
+/// Ends the session the probe opened, so the server does not keep it; failure is harmless.
+async fn end_probe_session(
+    client: &reqwest::Client,
+    url: &Url,
+    headers: &HeaderMap,
+    answer: &HeaderMap,
+) {
+    let Some(session) = answer.get("mcp-session-id") else {
+        return;
+    };
+    let _ = client
+        .delete(url.clone())
+        .headers(headers.clone())
+        .header("mcp-session-id", session.clone())
+        .send()
+        .await;
+}

@@ -1,0 +1,144 @@
+//! What both HTTP transports share: the HTTP client (rustls with the system's root
+//! certificates, no OpenSSL), the configured headers, and errors explained in words a user can
+//! act on.
+
+use std::{error::Error, sync::Once};
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use secrecy::ExposeSecret;
+
+use crate::domain::config::Secrets;
+
+/// The HTTP client for one server. TLS uses ring and the platform's root certificates.
+pub fn client() -> Result<reqwest::Client, String> {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // Fails only if another provider was installed first, which is just as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {}", explain(&e)))
+}
+
+/// The configured headers, their values marked sensitive so that no Debug output shows them.
+pub fn headers(configured: &Secrets) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::with_capacity(configured.len());
+    for (name, value) in configured {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("header name {name:?} is not valid in HTTP"))?;
+        let mut value = HeaderValue::try_from(value.expose_secret())
+            .map_err(|_| format!("the value of header {name} is not valid in HTTP"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// A refusal by HTTP status, with a hint for the statuses users can fix.
+pub fn explain_status(status: StatusCode) -> String {
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => format!(
+            "HTTP {status}: the server refused the credentials; a header or token is probably \
+             missing or wrong (set it under `headers`, e.g. Authorization: \"Bearer ${{TOKEN}}\")"
+        ),
+        _ => format!("HTTP {status}"),
+    }
+}
+
+/// Explains an HTTP failure by what is found along its chain of causes: a refused connection, a
+/// DNS failure, a TLS failure, or an authorization refusal. Anything else reads as the chain.
+pub fn explain(error: &(dyn Error + 'static)) -> String {
+    let chain = causes(error);
+    if let Some(tls) = chain.iter().find_map(|e| e.downcast_ref::<rustls::Error>()) {
+        return format!("TLS handshake failed: {tls}");
+    }
+    if let Some(status) = chain.iter().find_map(|e| refused_status(*e)) {
+        return explain_status(status);
+    }
+    let text = describe_chain(&chain);
+    let refused = chain.iter().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    });
+    if refused {
+        return "connection refused: nothing listens at that address (is the server running?)"
+            .into();
+    }
+    if text.contains("dns error") || text.contains("failed to lookup address") {
+        return format!("cannot resolve the host name (DNS): {text}");
+    }
+    let timed_out = chain.iter().any(|e| {
+        e.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_timeout)
+    });
+    if timed_out {
+        return format!("the request timed out: {text}");
+    }
+    text
+}
+
+/// The chain of causes, looking inside the wrappers that hide them from `source()` (io::Error,
+/// rmcp's transport errors) and leaving out wrappers that only repeat what they wrap.
+fn causes<'a>(error: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
+    use rmcp::{
+        service::ClientInitializeError,
+        transport::{DynamicTransportError, streamable_http_client::StreamableHttpError},
+    };
+    let mut chain = Vec::new();
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let inner: Option<&'a (dyn Error + 'static)> =
+            if let Some(dynamic) = error.downcast_ref::<DynamicTransportError>() {
+                Some(dynamic.error.as_ref())
+            } else if let Some(ClientInitializeError::TransportError { error, .. }) =
+                error.downcast_ref::<ClientInitializeError>()
+            {
+                Some(error)
+            } else if let Some(StreamableHttpError::Client(client)) =
+                error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            {
+                Some(client)
+            } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                io.get_ref().map(|e| e as &(dyn Error + 'static))
+            } else {
+                None
+            };
+        match inner {
+            Some(inner) => next = Some(inner),
+            None => {
+                chain.push(error);
+                next = error.source();
+            }
+        }
+    }
+    chain
+}
+
+/// The causes joined with ": ", skipping any that repeat the previous one's text.
+fn describe_chain(chain: &[&(dyn Error + 'static)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for error in chain {
+        let text = error.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
+/// A 401/403 as rmcp's streamable HTTP client reports it (with or without a challenge).
+fn refused_status(error: &(dyn Error + 'static)) -> Option<StatusCode> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    match error.downcast_ref::<E<reqwest::Error>>()? {
+        E::AuthRequired(_) => Some(StatusCode::UNAUTHORIZED),
+        E::InsufficientScope(_) => Some(StatusCode::FORBIDDEN),
+        E::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
+            Some(StatusCode::UNAUTHORIZED)
+        }
+        E::UnexpectedServerResponse(text) if text.starts_with("HTTP 403") => {
+            Some(StatusCode::FORBIDDEN)
+        }
+        _ => None,
+    }
+}
