@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod servers;
+
 use std::{
     net::SocketAddr,
     path::PathBuf,
@@ -128,8 +130,17 @@ impl Broker {
         Self::start_with_args(config, &[]).await
     }
 
+    /// Starts a broker with this config and extra environment variables.
+    pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Broker {
+        Self::start_with(config, &[], env).await
+    }
+
     /// Starts a broker with this config and extra command-line arguments.
     pub async fn start_with_args(config: &str, args: &[&str]) -> Broker {
+        Self::start_with(config, args, &[]).await
+    }
+
+    async fn start_with(config: &str, args: &[&str], env: &[(&str, &str)]) -> Broker {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("config.yaml");
         std::fs::write(&path, config).expect("write config");
@@ -144,7 +155,8 @@ impl Broker {
                 "--config",
             ])
             .arg(&path)
-            .args(args);
+            .args(args)
+            .envs(env.iter().copied());
         Self::spawn(command, dir).await
     }
 

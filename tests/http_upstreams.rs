@@ -1,0 +1,335 @@
+//! Remote MCP servers over streamable HTTP and legacy SSE, set explicitly and auto-detected:
+//! our demo server and server-everything, on 127.0.0.1.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Broker, demo_server, everything_server, servers::HttpServer};
+use tonic::Code;
+use toolbroker::proto::{self, ServerState};
+
+/// A server entry for `url`, with `transport` unless it is "auto".
+fn url_server(name: &str, url: &str, transport: &str, extra: &str) -> String {
+    let transport = match transport {
+        "auto" => String::new(),
+        t => format!("    transport: {t}\n"),
+    };
+    format!("  - name: {name}\n    url: {url}\n{transport}    prefix: {name}_\n{extra}")
+}
+
+/// Each tool of `server` without its prefix, with its schema: comparable across transports.
+fn tools_of(tools: &[proto::Tool], server: &str) -> Vec<(String, String)> {
+    let mut of: Vec<_> = tools
+        .iter()
+        .filter(|t| t.server == server)
+        .map(|t| (t.original_name.clone(), t.input_schema_json.clone()))
+        .collect();
+    of.sort();
+    of
+}
+
+async fn text_of(broker: &Broker, tool: &str, arguments: &str) -> String {
+    let response = broker
+        .call(tool, arguments)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    assert!(!response.is_error, "{tool}: {response:?}");
+    response.text
+}
+
+#[tokio::test]
+async fn demo_server_over_both_http_transports_matches_stdio() {
+    let streamable = HttpServer::demo("streamable-http", None).await;
+    let sse = HttpServer::demo("sse", None).await;
+    let config = format!(
+        "servers:\n{}{}{}{}{}",
+        demo_server("stdio", "    prefix: stdio_\n"),
+        url_server("http", &streamable.url, "streamable-http", ""),
+        url_server("sse", &sse.url, "sse", ""),
+        url_server("autohttp", &streamable.url, "auto", ""),
+        url_server("autosse", &sse.url, "auto", ""),
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+
+    let transports: Vec<_> = broker
+        .servers()
+        .await
+        .iter()
+        .map(|s| (s.name.clone(), s.state(), s.transport.clone()))
+        .collect();
+    let want = [
+        ("stdio", "stdio"),
+        ("http", "streamable-http"),
+        ("sse", "sse"),
+        ("autohttp", "streamable-http"),
+        ("autosse", "sse"),
+    ];
+    for ((name, state, transport), (want_name, want_transport)) in transports.iter().zip(want) {
+        assert_eq!(
+            (name.as_str(), *state, transport.as_str()),
+            (want_name, ServerState::Ready, want_transport)
+        );
+    }
+
+    let tools = broker.tools().await.tools;
+    let reference = tools_of(&tools, "stdio");
+    assert!(reference.len() >= 10);
+    for server in ["http", "sse", "autohttp", "autosse"] {
+        assert_eq!(
+            tools_of(&tools, server),
+            reference,
+            "{server} lists the same tools"
+        );
+        let echo = text_of(&broker, &format!("{server}_echo"), r#"{"message": "same"}"#).await;
+        assert_eq!(echo, "same");
+        let sum = text_of(&broker, &format!("{server}_add"), r#"{"a": 20, "b": 22}"#).await;
+        assert_eq!(sum, "42");
+        let image = broker
+            .call(&format!("{server}_tiny_image"), "{}")
+            .await
+            .unwrap();
+        let stdio_image = broker.call("stdio_tiny_image", "{}").await.unwrap();
+        assert_eq!(
+            image.content, stdio_image.content,
+            "{server}: the same bytes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn server_everything_over_sse_and_streamable_http_matches_stdio() {
+    let streamable = HttpServer::everything("streamableHttp").await;
+    let sse = HttpServer::everything("sse").await;
+    let allowed = "    tools: [echo, get-sum, get-tiny-image]\n";
+    let config = format!(
+        "servers:\n{}{}{}{}{}",
+        everything_server("stdio", &format!("    prefix: stdio_\n{allowed}")),
+        url_server("http", &streamable.url, "streamable-http", allowed),
+        url_server("sse", &sse.url, "sse", allowed),
+        url_server("autohttp", &streamable.url, "auto", allowed),
+        url_server("autosse", &sse.url, "auto", allowed),
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let servers = broker.servers().await;
+    let detected: Vec<_> = servers
+        .iter()
+        .map(|s| (s.state(), s.transport.as_str()))
+        .collect();
+    assert_eq!(
+        detected,
+        [
+            (ServerState::Ready, "stdio"),
+            (ServerState::Ready, "streamable-http"),
+            (ServerState::Ready, "sse"),
+            (ServerState::Ready, "streamable-http"),
+            (ServerState::Ready, "sse"),
+        ],
+        "{servers:?}"
+    );
+    let tools = broker.tools().await.tools;
+    let reference = tools_of(&tools, "stdio");
+    assert_eq!(reference.len(), 3);
+    let stdio_sum = text_of(&broker, "stdio_get-sum", r#"{"a": 2, "b": 3}"#).await;
+    for server in ["http", "sse", "autohttp", "autosse"] {
+        assert_eq!(tools_of(&tools, server), reference, "{server}");
+        let sum = text_of(&broker, &format!("{server}_get-sum"), r#"{"a": 2, "b": 3}"#).await;
+        assert_eq!(sum, stdio_sum, "{server}");
+        let echo = text_of(&broker, &format!("{server}_echo"), r#"{"message": "hi"}"#).await;
+        assert!(echo.contains("hi"), "{server}: {echo}");
+    }
+}
+
+#[tokio::test]
+async fn configured_headers_reach_the_server_and_their_absence_is_explained() {
+    let streamable = HttpServer::demo("streamable-http", Some("s3cret")).await;
+    let sse = HttpServer::demo("sse", Some("s3cret")).await;
+    let header = "    headers: { Authorization: \"Bearer ${DEMO_TOKEN}\" }\n";
+    let config = format!(
+        "servers:\n{}{}{}{}{}",
+        url_server("http", &streamable.url, "streamable-http", header),
+        url_server("sse", &sse.url, "sse", header),
+        url_server("auto", &sse.url, "auto", header),
+        url_server("nohttp", &streamable.url, "streamable-http", ""),
+        url_server("nosse", &sse.url, "auto", ""),
+    );
+    let broker = Broker::start_with_env(&config, &[("DEMO_TOKEN", "s3cret")]).await;
+    broker.wait_ready().await;
+    for name in ["http", "sse", "auto"] {
+        assert_eq!(
+            broker.server(name).await.state(),
+            ServerState::Ready,
+            "{name}"
+        );
+        assert_eq!(
+            text_of(&broker, &format!("{name}_echo"), r#"{"message": "ok"}"#).await,
+            "ok"
+        );
+    }
+    for name in ["nohttp", "nosse"] {
+        let refused = broker.server(name).await;
+        assert_eq!(refused.state(), ServerState::Failed, "{name}");
+        assert!(
+            refused.message.contains("401") && refused.message.contains("header"),
+            "{name}: {}",
+            refused.message
+        );
+    }
+    assert!(
+        !broker.dump().contains("s3cret"),
+        "the token never appears in the log"
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_server_gives_unavailable_promptly() {
+    let mut streamable = HttpServer::demo("streamable-http", None).await;
+    let mut sse = HttpServer::demo("sse", None).await;
+    let config = format!(
+        "servers:\n{}{}",
+        url_server("http", &streamable.url, "streamable-http", ""),
+        url_server("sse", &sse.url, "sse", ""),
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    streamable.stop().await;
+    sse.stop().await;
+    for tool in ["http_echo", "sse_echo"] {
+        let started = Instant::now();
+        let status = broker
+            .call(tool, r#"{"message": "anyone?"}"#)
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable, "{tool}: {status:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{tool} answered promptly"
+        );
+    }
+    // The SSE stream ended with the server: the session is lost and says so.
+    let sse_status = broker.wait_for_state("sse", ServerState::Failed).await;
+    assert!(
+        sse_status.message.contains("session lost"),
+        "{}",
+        sse_status.message
+    );
+}
+
+#[tokio::test]
+async fn a_call_lost_with_its_server_is_unavailable_and_not_repeated() {
+    let mut server = HttpServer::demo("streamable-http", None).await;
+    let config = format!(
+        "servers:\n{}",
+        url_server("http", &server.url, "streamable-http", "")
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let in_flight = tokio::spawn({
+        let mut client = broker.client.clone();
+        async move {
+            let request = proto::CallToolRequest {
+                name: "http_sleep".into(),
+                arguments_json: r#"{"ms": 20000}"#.into(),
+                ..Default::default()
+            };
+            client.call_tool(request).await
+        }
+    });
+    server.wait_for_line(|l| l.contains("sleep started")).await;
+    server.kill().await;
+    server.restart().await;
+
+    let status = tokio::time::timeout(common::WAIT, in_flight)
+        .await
+        .expect("the lost call is answered well before its timeout")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().contains("not repeated"),
+        "{}",
+        status.message()
+    );
+
+    // The new server process forgot the session: the broker initializes a new one by itself.
+    assert_eq!(
+        text_of(&broker, "http_echo", r#"{"message": "again"}"#).await,
+        "again"
+    );
+    assert!(
+        !server.printed(|l| l.contains("sleep started")),
+        "the lost call was not sent again to the new server"
+    );
+}
+
+#[tokio::test]
+async fn urls_that_are_not_reachable_mcp_servers_fail_with_a_reason() {
+    let not_mcp = common::servers::not_mcp().await;
+    let refused = format!("http://127.0.0.1:{}/mcp", common::servers::free_port());
+    let plain = HttpServer::demo("streamable-http", None).await;
+    let tls = plain.url.replace("http://", "https://");
+    let config = format!(
+        "servers:\n{}{}{}{}{}",
+        url_server("notmcp", &not_mcp, "auto", ""),
+        url_server("refused", &refused, "auto", ""),
+        url_server("tls", &tls, "streamable-http", ""),
+        url_server("dns", "http://no-such-host.invalid/mcp", "sse", ""),
+        demo_server("demo", ""),
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    for (name, hint) in [
+        ("notmcp", "serves neither MCP transport"),
+        ("refused", "connection refused"),
+        ("tls", "TLS"),
+        ("dns", "DNS"),
+    ] {
+        let status = broker.server(name).await;
+        assert_eq!(status.state(), ServerState::Failed, "{name}");
+        assert!(status.message.contains(hint), "{name}: {}", status.message);
+    }
+    assert_eq!(broker.server("demo").await.state(), ServerState::Ready);
+}
+
+#[tokio::test]
+async fn https_urls_are_verified_against_the_system_roots() {
+    let plain = HttpServer::demo("streamable-http", None).await;
+    let (port, ca) = common::servers::tls_proxy(plain.addr()).await;
+    let url = format!("https://localhost:{port}/mcp");
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+
+    // Trusted through the system store (SSL_CERT_FILE is how it is pointed at a file).
+    let trusted = Broker::start_with_env(
+        &format!(
+            "servers:\n{}",
+            url_server("tls", &url, "streamable-http", "")
+        ),
+        &[("SSL_CERT_FILE", ca_file.to_str().unwrap())],
+    )
+    .await;
+    trusted.wait_ready().await;
+    assert_eq!(trusted.server("tls").await.state(), ServerState::Ready);
+    assert_eq!(
+        text_of(&trusted, "tls_echo", r#"{"message": "over TLS"}"#).await,
+        "over TLS"
+    );
+
+    // Not trusted: the certificate's issuer is unknown to the system store.
+    let untrusted = Broker::start(&format!(
+        "servers:\n{}",
+        url_server("tls", &url, "auto", "")
+    ))
+    .await;
+    untrusted.wait_ready().await;
+    let status = untrusted.server("tls").await;
+    assert_eq!(status.state(), ServerState::Failed);
+    assert!(
+        status.message.contains("TLS handshake failed"),
+        "{}",
+        status.message
+    );
+}
