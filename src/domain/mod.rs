@@ -2,11 +2,13 @@
 //! Nothing here does I/O, reads the clock or the environment: what comes from the world is a
 //! parameter.
 
+pub mod backoff;
 pub mod call;
 pub mod catalog;
 pub mod config;
 pub mod expand;
 pub mod names;
+pub mod reload;
 pub mod schema;
 pub mod state;
 pub mod tool;

@@ -25,12 +25,18 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connect + initialize + first tools/list, when the entry gives none; generous because
 /// `npx` may download the server first.
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long in-flight calls may run on after a shutdown signal, when the file gives none.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The first restart delay after a failure, when the entry gives none.
+pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+/// The longest restart delay, when the entry gives none.
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// The longest prefix allowed, leaving room for the tool name within the 64 characters
 /// LLM APIs accept.
 pub const MAX_PREFIX_LEN: usize = 32;
 
 /// A validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The gRPC address; `None` = the built-in default unless `--listen` says otherwise.
     pub listen: Option<SocketAddr>,
@@ -38,8 +44,22 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// When the broker reports itself ready.
     pub readiness: Readiness,
+    /// How long in-flight calls may run on after SIGTERM/SIGINT.
+    pub shutdown_grace: Duration,
     /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
     pub servers: Vec<ServerSpec>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            metrics_listen: None,
+            readiness: Readiness::default(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            servers: Vec::new(),
+        }
+    }
 }
 
 /// One MCP server to connect to.
@@ -57,6 +77,26 @@ pub struct ServerSpec {
     pub timeout: Duration,
     /// The longest connecting, initializing and the first tools/list may take.
     pub init_timeout: Duration,
+    /// Restart delays after failures.
+    pub backoff: Backoff,
+}
+
+/// Restart delays: doubling from `initial` up to `max`, with jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay before the first restart attempt.
+    pub initial: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: DEFAULT_BACKOFF_INITIAL,
+            max: DEFAULT_BACKOFF_MAX,
+        }
+    }
 }
 
 /// How to reach an MCP server.

@@ -15,6 +15,8 @@ pub(super) struct RawTop {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
     pub readiness: Option<String>,
+    /// Kept raw so that a bad duration is a semantic error with a helpful message.
+    pub shutdown_grace: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.
     pub servers: Option<Value>,
     #[serde(rename = "mcpServers")]
@@ -41,6 +43,8 @@ pub(super) struct RawServer {
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub timeout: Option<Value>,
     pub init_timeout: Option<Value>,
+    pub backoff_initial: Option<Value>,
+    pub backoff_max: Option<Value>,
 }
 
 /// The two ways of writing a server entry.

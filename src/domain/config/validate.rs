@@ -6,7 +6,9 @@ use std::{collections::HashMap, net::SocketAddr, time::Duration};
 use serde_json::{Map, Value};
 
 use super::{
-    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec, path,
+    Backoff, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
+    DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
+    path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
@@ -34,6 +36,11 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
         readiness: check.readiness(top.readiness),
+        shutdown_grace: check.duration(
+            top.shutdown_grace,
+            DEFAULT_SHUTDOWN_GRACE,
+            "shutdown_grace",
+        ),
         servers: check.servers(top.servers, top.mcp_servers),
     }
 }
@@ -167,6 +174,7 @@ impl Checker<'_, '_> {
         let timeout = self.duration(raw.timeout, DEFAULT_TIMEOUT, &timeout_at);
         let init_at = path::field(at, "init_timeout");
         let init_timeout = self.duration(raw.init_timeout, DEFAULT_INIT_TIMEOUT, &init_at);
+        let backoff = self.backoff(raw.backoff_initial, raw.backoff_max, at);
         let spec = ServerSpec {
             name: name?,
             transport: transport?,
@@ -174,6 +182,7 @@ impl Checker<'_, '_> {
             prefix,
             timeout,
             init_timeout,
+            backoff,
         };
         (self.errors.len() == before).then_some(spec)
     }
@@ -252,6 +261,26 @@ impl Checker<'_, '_> {
             self.error(&at, reason);
         }
         prefix
+    }
+
+    /// The restart delays; the longest may not be shorter than the first.
+    fn backoff(&mut self, initial: Option<Value>, max: Option<Value>, at: &str) -> Backoff {
+        let initial = self.duration(
+            initial,
+            DEFAULT_BACKOFF_INITIAL,
+            &path::field(at, "backoff_initial"),
+        );
+        let max_at = path::field(at, "backoff_max");
+        let max = self.duration(max, DEFAULT_BACKOFF_MAX, &max_at);
+        if max < initial {
+            let reason = format!(
+                "{} is shorter than backoff_initial ({})",
+                humantime::format_duration(max),
+                humantime::format_duration(initial)
+            );
+            self.error(&max_at, reason);
+        }
+        Backoff { initial, max }
     }
 
     /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.

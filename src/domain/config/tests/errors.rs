@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, readiness, servers, mcpServers",
+                "expected one of: listen, metrics_listen, readiness, shutdown_grace, servers, mcpServers",
             )],
         ),
         (
@@ -244,6 +244,14 @@ fn transport_errors() {
 #[test]
 fn value_errors() {
     let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, command: x, backoff_initial: 10s, backoff_max: 1s}]",
+            &[("servers[0].backoff_max", "shorter than backoff_initial")],
+        ),
+        (
+            "shutdown_grace: soon",
+            &[("shutdown_grace", "invalid duration")],
+        ),
         (
             "mcpServers: {a: {command: x, timeout: thirty}}",
             &[("mcpServers.a.timeout", "invalid duration \"thirty\"")],

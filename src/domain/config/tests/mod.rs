@@ -8,8 +8,8 @@ use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::{
-    Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, HttpMode, HttpSpec,
-    Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
+    Backoff, Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, HttpMode,
+    HttpSpec, Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
 };
 use crate::domain::{names::ServerName, state::Readiness};
 
@@ -71,6 +71,7 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         prefix: String::new(),
         timeout: DEFAULT_TIMEOUT,
         init_timeout: DEFAULT_INIT_TIMEOUT,
+        backoff: Backoff::default(),
     }
 }
 
@@ -279,6 +280,24 @@ fn defaults_are_applied() {
     assert_eq!(config.listen, None);
     assert_eq!(config.metrics_listen, None);
     assert_eq!(config.readiness, Readiness::FirstAttempt);
+    assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(
+        (server.backoff.initial, server.backoff.max),
+        (Duration::from_secs(1), Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn backoff_and_shutdown_grace_are_read_and_checked() {
+    let config = ok(
+        "shutdown_grace: 3s\nservers: [{name: a, command: x, backoff_initial: 100ms, backoff_max: 2s}]",
+    );
+    assert_eq!(config.shutdown_grace, Duration::from_secs(3));
+    let backoff = config.servers[0].backoff;
+    assert_eq!(
+        (backoff.initial, backoff.max),
+        (Duration::from_millis(100), Duration::from_secs(2))
+    );
 }
 
 #[test]

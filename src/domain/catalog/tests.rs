@@ -229,3 +229,71 @@ fn long_status_messages_are_capped() {
     assert_eq!(message, "ready; 1; 2; 3; and 1 more (see the log)");
     assert_eq!(compose_message("", &["1".into()]), "1");
 }
+
+#[test]
+fn reconfiguring_adds_announces_removes_and_reorders_servers() {
+    let mut cat = catalog(vec![policy("a", "", &[]), policy("b", "", &[])]);
+    ready(&mut cat, "a", &["shared", "only_a"]);
+    ready(&mut cat, "b", &["shared", "only_b"]);
+    assert_eq!(cat.tool("shared").unwrap().server.as_str(), "a");
+
+    // b moves first (it now wins `shared`), a stays, c is new, nothing is dropped yet.
+    let starting = condition(ServerState::Connecting, "starting");
+    let outcome = cat.configure(vec![
+        (policy("b", "", &[]), starting.clone()),
+        (policy("a", "", &[]), starting.clone()),
+        (policy("c", "", &[]), starting.clone()),
+    ]);
+    assert_eq!(cat.tool("shared").unwrap().server.as_str(), "b");
+    assert_eq!(
+        cat.server("a").unwrap().condition.state,
+        ServerState::Ready,
+        "a keeps its state"
+    );
+    let announced: Vec<&str> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match &e.change {
+            Change::Server(view) => Some(view.name.as_str()),
+            Change::Tools(..) => None,
+        })
+        .collect();
+    assert!(
+        announced.contains(&"c"),
+        "the new server is announced: {announced:?}"
+    );
+    let order: Vec<&str> = cat.servers().map(|v| v.name.as_str()).collect();
+    assert_eq!(order, ["b", "a", "c"]);
+
+    // a is dropped: its tools go, and a last STOPPED status says so.
+    let outcome = cat.configure(vec![
+        (policy("b", "", &[]), starting.clone()),
+        (policy("c", "", &[]), starting),
+    ]);
+    assert_eq!(tools_change(&outcome, "a").removed[0].as_str(), "only_a");
+    let last = outcome.events.last().unwrap();
+    let Change::Server(gone) = &last.change else {
+        panic!("last event is not a status: {last:?}")
+    };
+    assert_eq!(
+        (gone.name.as_str(), gone.condition.state),
+        ("a", ServerState::Stopped)
+    );
+    assert!(gone.message.contains("removed"));
+    assert!(cat.server("a").is_none());
+    assert!(cat.tool("only_a").is_none());
+}
+
+#[test]
+fn a_new_policy_applies_to_a_kept_server() {
+    let mut cat = catalog(vec![policy("a", "", &[])]);
+    ready(&mut cat, "a", &["x", "y"]);
+    let outcome = cat.configure(vec![(
+        policy("a", "p_", &["x"]),
+        condition(ServerState::Connecting, ""),
+    )]);
+    assert_eq!(names(&cat), ["p_x"]);
+    let change = tools_change(&outcome, "a");
+    assert_eq!(change.removed.len(), 2);
+    assert_eq!(change.added[0].name.as_str(), "p_x");
+}

@@ -7,6 +7,9 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
+mod exposure;
+
+use self::exposure::{compose_message, diff, expose};
 use super::{
     names::{ExposedName, ServerName},
     state::{ServerCondition, ServerState},
@@ -104,6 +107,26 @@ struct Entry {
     offered: Vec<Arc<ToolSpec>>,
     view: ServerView,
     warnings: Vec<String>,
+    /// Added by a reconfiguration and not yet announced with a status event.
+    fresh: bool,
+}
+
+impl Entry {
+    fn new(policy: ServerPolicy, condition: ServerCondition) -> Self {
+        Entry {
+            view: ServerView {
+                name: policy.name.clone(),
+                message: condition.message.clone(),
+                condition: condition.clone(),
+                tool_count: 0,
+            },
+            policy,
+            condition,
+            offered: Vec::new(),
+            warnings: Vec::new(),
+            fresh: false,
+        }
+    }
 }
 
 /// Every server and the exposed tool set. Clone is cheap: readers get snapshots.
@@ -119,18 +142,7 @@ impl Catalog {
     pub fn new(servers: Vec<(ServerPolicy, ServerCondition)>) -> Self {
         let servers = servers
             .into_iter()
-            .map(|(policy, condition)| Entry {
-                view: ServerView {
-                    name: policy.name.clone(),
-                    message: condition.message.clone(),
-                    condition: condition.clone(),
-                    tool_count: 0,
-                },
-                policy,
-                condition,
-                offered: Vec::new(),
-                warnings: Vec::new(),
-            })
+            .map(|(policy, condition)| Entry::new(policy, condition))
             .collect();
         Self {
             revision: 0,
@@ -194,14 +206,55 @@ impl Catalog {
         self.rebuild()
     }
 
+    /// Takes a new list of servers (a reloaded configuration), in its order: servers already
+    /// known keep their state and tools under their new policy, new ones start in the condition
+    /// given, and missing ones are dropped after a last status event (STOPPED, `removed`).
+    pub fn configure(&mut self, servers: Vec<(ServerPolicy, ServerCondition)>) -> Outcome {
+        let mut old: Vec<Entry> = std::mem::take(&mut self.servers);
+        for (policy, condition) in servers {
+            let entry = match old.iter().position(|e| e.policy.name == policy.name) {
+                Some(index) => {
+                    let mut entry = old.remove(index);
+                    entry.policy = policy;
+                    entry
+                }
+                None => Entry {
+                    fresh: true,
+                    ..Entry::new(policy, condition)
+                },
+            };
+            self.servers.push(entry);
+        }
+        let removed: Vec<ServerView> = old.into_iter().map(|entry| entry.view).collect();
+        self.rebuild_dropping(&removed)
+    }
+
     /// Recomputes the exposed set and every view, and turns the differences into events.
     fn rebuild(&mut self) -> Outcome {
+        self.rebuild_dropping(&[])
+    }
+
+    /// [`Self::rebuild`], also announcing the servers in `removed` as gone.
+    fn rebuild_dropping(&mut self, removed: &[ServerView]) -> Outcome {
         let exposure = expose(&self.servers);
         let mut outcome = Outcome::default();
-        for (server, change) in diff(&self.servers, &self.tools, &exposure.tools) {
+        let names: Vec<ServerName> = self
+            .servers
+            .iter()
+            .map(|e| e.policy.name.clone())
+            .chain(removed.iter().map(|view| view.name.clone()))
+            .collect();
+        for (server, change) in diff(&names, &self.tools, &exposure.tools) {
             outcome
                 .events
                 .push(self.event(Change::Tools(server, change)));
+        }
+        for view in removed {
+            let mut gone = view.clone();
+            gone.condition.state = ServerState::Stopped;
+            gone.message = "removed from the configuration".into();
+            gone.tool_count = 0;
+            outcome.events.push(self.event(Change::Server(gone)));
         }
         self.tools = Arc::new(exposure.tools);
         for (index, notes) in exposure.notes.into_iter().enumerate() {
@@ -220,7 +273,8 @@ impl Catalog {
                 tool_count: notes.tool_count,
             };
             entry.warnings = notes.warnings;
-            if view != entry.view {
+            if view != entry.view || entry.fresh {
+                entry.fresh = false;
                 entry.view = view.clone();
                 outcome.events.push(Event {
                     revision: self.next_revision(),
@@ -244,149 +298,5 @@ impl Catalog {
     }
 }
 
-/// Notes about one server's tools.
-#[derive(Debug, Default)]
-struct Notes {
-    /// Shown in its status message: skipped tools, allow-list entries it does not offer.
-    status: Vec<String>,
-    /// Logged once: everything in `status` plus renamed tools.
-    warnings: Vec<String>,
-    tool_count: u32,
-}
-
-struct Exposure {
-    tools: BTreeMap<ExposedName, Arc<ExposedTool>>,
-    notes: Vec<Notes>,
-}
-
-/// The exposed set: the allowed tools of READY servers, first server first.
-fn expose(servers: &[Entry]) -> Exposure {
-    let mut tools: BTreeMap<ExposedName, Arc<ExposedTool>> = BTreeMap::new();
-    let mut all_notes = Vec::with_capacity(servers.len());
-    for entry in servers {
-        let mut notes = Notes::default();
-        if entry.condition.state == ServerState::Ready {
-            expose_server(entry, &mut tools, &mut notes);
-        }
-        all_notes.push(notes);
-    }
-    Exposure {
-        tools,
-        notes: all_notes,
-    }
-}
-
-fn expose_server(
-    entry: &Entry,
-    tools: &mut BTreeMap<ExposedName, Arc<ExposedTool>>,
-    notes: &mut Notes,
-) {
-    let policy = &entry.policy;
-    let allowed = |spec: &ToolSpec| {
-        policy.allow.is_empty() || policy.allow.iter().any(|a| a == spec.original.as_str())
-    };
-    for spec in entry.offered.iter().filter(|spec| allowed(spec)) {
-        let (name, renamed) = ExposedName::derive(&policy.prefix, &spec.original);
-        if let Some(holder) = tools.get(&name) {
-            let note = format!(
-                "tool {:?} skipped: the name {name:?} is already exposed by server {:?}",
-                spec.original.as_str(),
-                holder.server.as_str()
-            );
-            notes.status.push(note.clone());
-            notes.warnings.push(note);
-            continue;
-        }
-        if renamed {
-            notes.warnings.push(format!(
-                "tool {:?} exposed as {name:?}: LLM APIs accept only letters, digits, '_' \
-                 and '-', at most 64 characters",
-                spec.original.as_str()
-            ));
-        }
-        let tool = ExposedTool {
-            name: name.clone(),
-            server: policy.name.clone(),
-            spec: spec.clone(),
-        };
-        tools.insert(name, Arc::new(tool));
-        notes.tool_count += 1;
-    }
-    for wanted in &policy.allow {
-        if !entry.offered.iter().any(|s| s.original.as_str() == wanted) {
-            let note = format!("allow-listed tool {wanted:?} is not offered by the server");
-            notes.status.push(note.clone());
-            notes.warnings.push(note);
-        }
-    }
-}
-
-/// Per-server differences between two exposed sets, in configuration order.
-fn diff(
-    servers: &[Entry],
-    old: &BTreeMap<ExposedName, Arc<ExposedTool>>,
-    new: &BTreeMap<ExposedName, Arc<ExposedTool>>,
-) -> Vec<(ServerName, ToolsChange)> {
-    let mut changes: Vec<(ServerName, ToolsChange)> = servers
-        .iter()
-        .map(|e| (e.policy.name.clone(), ToolsChange::default()))
-        .collect();
-    for (name, before) in old {
-        match new.get(name) {
-            Some(after) if after.server == before.server => {
-                if after.spec != before.spec {
-                    change_of(&mut changes, &after.server)
-                        .updated
-                        .push(after.clone());
-                }
-            }
-            _ => change_of(&mut changes, &before.server)
-                .removed
-                .push(name.clone()),
-        }
-    }
-    for (name, after) in new {
-        if old
-            .get(name)
-            .is_none_or(|before| before.server != after.server)
-        {
-            change_of(&mut changes, &after.server)
-                .added
-                .push(after.clone());
-        }
-    }
-    changes.retain(|(_, c)| !(c.added.is_empty() && c.updated.is_empty() && c.removed.is_empty()));
-    changes
-}
-
-fn change_of<'a>(
-    changes: &'a mut [(ServerName, ToolsChange)],
-    server: &ServerName,
-) -> &'a mut ToolsChange {
-    let index = changes
-        .iter()
-        .position(|(name, _)| name == server)
-        .expect("every exposed tool belongs to a configured server");
-    &mut changes[index].1
-}
-
-fn compose_message(base: &str, notes: &[String]) -> String {
-    if notes.is_empty() {
-        return base.to_owned();
-    }
-    let mut parts: Vec<&str> = Vec::with_capacity(MAX_NOTES_IN_MESSAGE + 1);
-    if !base.is_empty() {
-        parts.push(base);
-    }
-    parts.extend(notes.iter().take(MAX_NOTES_IN_MESSAGE).map(String::as_str));
-    let more = notes.len().saturating_sub(MAX_NOTES_IN_MESSAGE);
-    let more_note = format!("and {more} more (see the log)");
-    if more > 0 {
-        parts.push(&more_note);
-    }
-    parts.join("; ")
-}
-
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
 mod tests;
