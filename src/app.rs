@@ -1,82 +1,41 @@
-//! The composition root: config → bind → start supervisors → serve → shutdown.
+//! The composition root: config → bind → start supervisors → serve, reloading on request →
+//! shut down in order.
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
+use tokio::{
+    net::TcpListener,
+    signal::unix::{SignalKind, signal},
+    sync::{mpsc, watch},
+    task::JoinHandle,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic::transport::{Server, server::TcpIncoming};
 
 use crate::{
     broker::Broker,
-    domain::{
-        catalog::ServerPolicy,
-        config::{self, Config, ConfigErrors, ServerSpec},
-    },
+    config_file::Loaded,
+    domain::config::Config,
     grpc::service::BrokerService,
-    health,
-    proto::{self, tool_broker_server::ToolBrokerServer},
-    upstream::supervisor::{Supervisor, initial_condition},
+    health::Health,
+    proto,
+    proto::tool_broker_server::ToolBrokerServer,
+    reload::{self, FileWatch, LiveConfig, Trigger},
+    upstream::{
+        fleet::{Fleet, policy},
+        supervisor::initial_condition,
+    },
 };
 
 /// Where the broker listens when neither `--listen` nor the config says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
-/// How long in-flight calls may run on after a shutdown signal.
-const DRAIN_GRACE: Duration = Duration::from_secs(10);
-/// How long the servers get to stop after that.
-const STOP_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Why a config could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The file is not a valid config.
-    #[error("{}", prefixed(.path, .errors))]
-    Invalid {
-        /// The file.
-        path: String,
-        /// Every problem found.
-        errors: ConfigErrors,
-    },
-}
-
-fn prefixed(path: &str, errors: &ConfigErrors) -> String {
-    let lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
-    lines.join("\n")
-}
-
-/// Reads and validates a config file, expanding `${VAR}` from the environment.
-pub fn load_config(path: &Path) -> Result<Config, LoadError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    config::parse(&text, &|name| std::env::var(name).ok()).map_err(|errors| LoadError::Invalid {
-        path: shown,
-        errors,
-    })
-}
-
-/// The config used without `--config`: this executable's own demo server over stdio.
-pub fn demo_config() -> anyhow::Result<Config> {
-    let exe = std::env::current_exe().context("cannot find the toolbroker executable")?;
-    let command = serde_json::to_string(&exe.to_string_lossy())?.replace('$', "$$");
-    let yaml =
-        format!("servers:\n  - name: demo\n    command: {command}\n    args: [demo-server]\n");
-    config::parse(&yaml, &|_| None).map_err(|errors| anyhow::anyhow!("{errors}"))
-}
-
-/// Serves until SIGINT or SIGTERM, then shuts down in order: health NOT_SERVING and Watch
-/// streams end, in-flight calls get `DRAIN_GRACE`, then every server is stopped.
-pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+/// Serves until SIGINT or SIGTERM, reloading the config on SIGHUP or when its file changes.
+/// Then shuts down in order: health NOT_SERVING, new calls refused and Watch streams ended,
+/// in-flight calls given `shutdown_grace`, then every server stopped.
+pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let config = &loaded.config;
     let default: SocketAddr = DEFAULT_LISTEN.parse().expect("the default address parses");
     let addr = listen.or(config.listen).unwrap_or(default);
     let listener = TcpListener::bind(addr)
@@ -88,7 +47,6 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
     }
 
     let draining = CancellationToken::new();
-    let stopping = CancellationToken::new();
     let tasks = TaskTracker::new();
     let broker = Broker::new(
         config
@@ -97,72 +55,87 @@ pub async fn serve(config: Config, listen: Option<SocketAddr>) -> anyhow::Result
             .map(|spec| (policy(spec), initial_condition(spec)))
             .collect(),
     );
-    for spec in config.servers {
-        let supervisor = Supervisor::new(spec, broker.clone(), stopping.clone());
-        tasks.spawn(supervisor.run());
-    }
+    let mut fleet = Fleet::start(broker.clone(), config.servers.clone());
+    let (readiness, readiness_rx) = watch::channel(config.readiness);
     let (reporter, health_service) = tonic_health::server::health_reporter();
-    tasks.spawn(health::follow(
-        broker.clone(),
-        reporter,
-        config.readiness,
-        draining.clone(),
-    ));
+    let mut health = Health::new(reporter);
+    health.update(&broker.snapshot(), config.readiness).await;
+    tasks.spawn(health.follow(broker.clone(), readiness_rx, draining.clone()));
 
     let service = std::sync::Arc::new(BrokerService::new(broker, draining.clone()));
-    let router = Server::builder()
-        .add_service(ToolBrokerServer::new(service))
-        .add_service(health_service)
-        .add_service(reflection_v1()?)
-        .add_service(reflection_v1alpha()?);
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let mut server = tokio::spawn(grpc_server(
+        service,
+        health_service,
+        listener,
+        draining.clone(),
+    ));
     tracing::info!(addr = %local, "listening");
-    let server = router.serve_with_incoming_shutdown(incoming, draining.clone().cancelled_owned());
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => result.context("the gRPC server failed")?,
-        signal = shutdown_signal() => {
-            tracing::info!(signal, "shutting down");
-            draining.cancel();
-            if tokio::time::timeout(DRAIN_GRACE, &mut server).await.is_err() {
-                tracing::warn!("calls still running after {DRAIN_GRACE:?}; stopping anyway");
+
+    let (triggers, mut reloads) = mpsc::unbounded_channel();
+    tasks.spawn(reload::forward_sighup(triggers.clone(), draining.clone()));
+    let mut live = loaded
+        .file
+        .map(|(path, text)| LiveConfig::new(loaded.config.clone(), path, text));
+    // Kept alive for as long as we serve; a watcher that cannot start leaves SIGHUP working.
+    let _file_watch = live
+        .as_ref()
+        .and_then(|live| watch_config(live.path(), triggers));
+
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let grace = loop {
+        tokio::select! {
+            biased;
+            _ = term.recv() => break shutdown_grace(&live, &loaded.config, "SIGTERM"),
+            _ = interrupt.recv() => break shutdown_grace(&live, &loaded.config, "SIGINT"),
+            served = &mut server => {
+                served.context("the gRPC server task failed")??;
+                anyhow::bail!("the gRPC server stopped by itself");
             }
+            Some(trigger) = reloads.recv() => match live.as_mut() {
+                Some(live) => live.reload(trigger, &mut fleet, &readiness).await,
+                None => tracing::info!("no config file to reload: serving the built-in demo"),
+            },
         }
-    }
-    stopping.cancel();
+    };
+    drain(&draining, &mut server, grace).await;
+    fleet.stop().await;
     tasks.close();
-    if tokio::time::timeout(STOP_DEADLINE, tasks.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some servers did not stop within {STOP_DEADLINE:?}");
-    }
+    tasks.wait().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-fn policy(spec: &ServerSpec) -> ServerPolicy {
-    ServerPolicy {
-        name: spec.name.clone(),
-        prefix: spec.prefix.clone(),
-        allow: spec.tools.clone(),
+/// Logs the shutdown and says how long calls in flight may take (per the config in force).
+fn shutdown_grace(live: &Option<LiveConfig>, initial: &Config, signal: &str) -> Duration {
+    tracing::info!(signal, "shutting down");
+    live.as_ref().map_or(initial, |l| &l.config).shutdown_grace
+}
+
+/// Ends Watch streams and health, refuses new calls, and gives calls in flight `grace`.
+async fn drain(
+    draining: &CancellationToken,
+    server: &mut JoinHandle<anyhow::Result<()>>,
+    grace: Duration,
+) {
+    draining.cancel();
+    match tokio::time::timeout(grace, &mut *server).await {
+        Ok(_) => {}
+        Err(_) => {
+            tracing::warn!("calls still running after {grace:?}; stopping anyway");
+            server.abort();
+        }
     }
 }
 
-fn reflection_v1() -> anyhow::Result<
-    tonic_reflection::server::v1::ServerReflectionServer<
-        impl tonic_reflection::server::v1::ServerReflection,
-    >,
-> {
-    Ok(reflection().build_v1()?)
-}
-
-fn reflection_v1alpha() -> anyhow::Result<
-    tonic_reflection::server::v1alpha::ServerReflectionServer<
-        impl tonic_reflection::server::v1alpha::ServerReflection,
-    >,
-> {
-    Ok(reflection().build_v1alpha()?)
+fn watch_config(path: &Path, triggers: mpsc::UnboundedSender<Trigger>) -> Option<FileWatch> {
+    match reload::watch_file(path, triggers) {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch the config file; reload with SIGHUP");
+            None
+        }
+    }
 }
 
 /// Reflection describes our service and health (grpcurl needs both to be describable).
@@ -172,12 +145,26 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
-/// Resolves on SIGINT or SIGTERM, naming which.
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
+/// The gRPC server (ToolBroker, health, reflection) until `draining`, then until its calls end.
+async fn grpc_server(
+    service: std::sync::Arc<BrokerService>,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+    listener: TcpListener,
+    draining: CancellationToken,
+) -> anyhow::Result<()> {
+    let v1alpha = reflection().build_v1alpha()?;
+    let v1 = reflection().build_v1()?;
+    Server::builder()
+        .add_service(ToolBrokerServer::new(service))
+        .add_service(health)
+        .add_service(v1)
+        .add_service(v1alpha)
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            draining.cancelled_owned(),
+        )
+        .await
+        .context("the gRPC server failed")
 }

@@ -3,7 +3,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -53,6 +56,19 @@ struct Inner {
     state: Mutex<Snapshot>,
     snapshots: watch::Sender<Arc<Snapshot>>,
     events: broadcast::Sender<Arc<Event>>,
+    watchers: AtomicUsize,
+}
+
+/// Held by each Watch stream; counts it while it lives.
+pub struct WatcherGuard {
+    inner: Arc<Inner>,
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        let left = self.inner.watchers.fetch_sub(1, Ordering::Relaxed) - 1;
+        tracing::debug!(watchers = left, "a watcher left");
+    }
 }
 
 impl Broker {
@@ -69,6 +85,7 @@ impl Broker {
                 state: Mutex::new(state),
                 snapshots,
                 events,
+                watchers: AtomicUsize::new(0),
             }),
         }
     }
@@ -88,6 +105,17 @@ impl Broker {
             state
                 .catalog
                 .apply(Update::Condition(server.clone(), condition))
+        });
+    }
+
+    /// Takes the servers of a reloaded configuration, in its order (see
+    /// [`Catalog::configure`]); sessions of servers no longer configured are forgotten.
+    pub fn configure(&self, servers: Vec<(ServerPolicy, ServerCondition)>) {
+        self.update(|state| {
+            state
+                .sessions
+                .retain(|name, _| servers.iter().any(|(policy, _)| &policy.name == name));
+            state.catalog.configure(servers)
         });
     }
 
@@ -120,10 +148,21 @@ impl Broker {
         self.inner.snapshots.subscribe()
     }
 
-    /// The current snapshot and the events that follow it, with nothing lost in between.
-    pub fn subscribe(&self) -> (Arc<Snapshot>, broadcast::Receiver<Arc<Event>>) {
+    /// The current snapshot and the events that follow it, with nothing lost in between, and a
+    /// guard that counts the watcher while it lives.
+    pub fn subscribe(&self) -> (Arc<Snapshot>, broadcast::Receiver<Arc<Event>>, WatcherGuard) {
         let _state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        (self.snapshot(), self.inner.events.subscribe())
+        let watchers = self.inner.watchers.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::debug!(watchers, "a watcher joined");
+        let guard = WatcherGuard {
+            inner: self.inner.clone(),
+        };
+        (self.snapshot(), self.inner.events.subscribe(), guard)
+    }
+
+    /// How many Watch streams are open.
+    pub fn watchers(&self) -> usize {
+        self.inner.watchers.load(Ordering::Relaxed)
     }
 
     /// Calls the tool exposed as `name`.

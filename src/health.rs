@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
 use tonic_health::{ServingStatus, server::HealthReporter};
@@ -22,34 +23,69 @@ pub fn server_service(name: &str) -> String {
     format!("toolbroker.server.{name}")
 }
 
-/// Keeps the health statuses in step with the broker until `stop`; then reports every service
-/// as NOT_SERVING, so probes see the shutdown before the port closes.
-pub async fn follow(
-    broker: Broker,
+/// The health statuses reported so far, kept in step with the broker.
+pub struct Health {
     reporter: HealthReporter,
-    readiness: Readiness,
-    stop: CancellationToken,
-) {
-    let mut snapshots = broker.snapshots();
-    let mut reported: HashMap<String, ServingStatus> = HashMap::new();
-    loop {
-        let snapshot = snapshots.borrow_and_update().clone();
-        for (service, status) in statuses(&snapshot, readiness) {
-            if reported.get(&service) != Some(&status) {
-                reporter.set_service_status(&service, status).await;
-                reported.insert(service, status);
-            }
-        }
-        tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            changed = snapshots.changed() => if changed.is_err() { break },
+    reported: HashMap<String, ServingStatus>,
+}
+
+impl Health {
+    /// Reports through `reporter`; call [`Self::update`] once before serving so that probes
+    /// never see an unknown service.
+    pub fn new(reporter: HealthReporter) -> Self {
+        Self {
+            reporter,
+            reported: HashMap::new(),
         }
     }
-    for service in reported.keys().map(String::as_str).chain([""]) {
-        reporter
-            .set_service_status(service, ServingStatus::NotServing)
-            .await;
+
+    /// Sets every status this snapshot calls for; servers no longer configured are removed.
+    pub async fn update(&mut self, snapshot: &Snapshot, policy: Readiness) {
+        let wanted = statuses(snapshot, policy);
+        for (service, status) in &wanted {
+            if self.reported.get(service) != Some(status) {
+                self.reporter.set_service_status(service, *status).await;
+                self.reported.insert(service.clone(), *status);
+            }
+        }
+        let gone: Vec<String> = self
+            .reported
+            .keys()
+            .filter(|service| !wanted.iter().any(|(w, _)| w == *service))
+            .cloned()
+            .collect();
+        for service in gone {
+            self.reporter.clear_service_status(&service).await;
+            self.reported.remove(&service);
+        }
+    }
+
+    /// Follows the broker until `stop`; then reports every service as NOT_SERVING, so probes
+    /// see the shutdown before the port closes.
+    pub async fn follow(
+        mut self,
+        broker: Broker,
+        mut readiness: watch::Receiver<Readiness>,
+        stop: CancellationToken,
+    ) {
+        let mut snapshots = broker.snapshots();
+        loop {
+            let snapshot = snapshots.borrow_and_update().clone();
+            let policy = *readiness.borrow_and_update();
+            self.update(&snapshot, policy).await;
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                changed = snapshots.changed() => if changed.is_err() { break },
+                changed = readiness.changed() => if changed.is_err() { break },
+            }
+        }
+        let services: Vec<String> = self.reported.keys().cloned().collect();
+        for service in services.iter().map(String::as_str).chain([""]) {
+            self.reporter
+                .set_service_status(service, ServingStatus::NotServing)
+                .await;
+        }
     }
 }
 

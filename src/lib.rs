@@ -3,14 +3,19 @@
 //! The pure core (`domain`) knows nothing of I/O; `upstream` speaks MCP, `grpc` speaks to agents,
 //! `broker` owns the catalog between them, and `app` wires it all together.
 
+// The one exception, setting a child's parent-death signal, is allowed where it is.
+#![deny(unsafe_code)]
+
 pub mod app;
 pub mod broker;
 pub mod cli;
 pub mod client;
+pub mod config_file;
 pub mod demo_server;
 pub mod domain;
 pub mod grpc;
 pub mod health;
 pub mod proto;
+pub mod reload;
 pub mod telemetry;
 pub mod upstream;

@@ -6,7 +6,7 @@ use clap::Parser;
 use toolbroker::{
     app,
     cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
-    client,
+    client, config_file,
     demo_server::{self, HttpTransport},
     telemetry,
 };
@@ -37,12 +37,12 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> ExitCode {
     match command {
         Command::Serve(args) => serve(args).await,
-        Command::Check(args) => match app::load_config(&args.config) {
-            Ok(config) => {
+        Command::Check(args) => match config_file::load(&args.config) {
+            Ok(loaded) => {
                 println!(
                     "{}: ok ({} servers)",
                     args.config.display(),
-                    config.servers.len()
+                    loaded.config.servers.len()
                 );
                 ExitCode::SUCCESS
             }
@@ -56,8 +56,8 @@ async fn run(command: Command) -> ExitCode {
 
 async fn serve(args: ServeArgs) -> ExitCode {
     let config = match &args.config {
-        Some(path) => app::load_config(path).map_err(config_error),
-        None => app::demo_config().map_err(|e| fatal(&e)),
+        Some(path) => config_file::load(path).map_err(config_error),
+        None => config_file::demo().map_err(|e| fatal(&e)),
     };
     match config {
         Ok(config) => report(app::serve(config, args.listen).await),
@@ -78,7 +78,7 @@ async fn demo(args: DemoServerArgs) -> ExitCode {
     report(demo_server::serve_http(options, http, args.listen, args.bearer_token).await)
 }
 
-fn config_error(error: app::LoadError) -> ExitCode {
+fn config_error(error: config_file::LoadError) -> ExitCode {
     eprintln!("{error}");
     ExitCode::from(EXIT_CONFIG)
 }

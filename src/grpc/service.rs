@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{convert, deadline, status};
 use crate::{
-    broker::{Broker, Snapshot},
+    broker::{Broker, Snapshot, WatcherGuard},
     domain::{call::RawArguments, catalog::Event},
     proto::{self, tool_broker_server::ToolBroker},
 };
@@ -136,6 +136,11 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
+        if self.stop.is_cancelled() {
+            return Err(Status::unavailable(
+                "the broker is shutting down; retry on another instance",
+            ));
+        }
         let deadline = deadline::from_metadata(request.metadata());
         let request = request.into_inner();
         let outcome = async {
@@ -169,7 +174,7 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         request: Request<proto::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let (snapshot, events) = self.broker.subscribe();
+        let (snapshot, events, guard) = self.broker.subscribe();
         let filter = ServerFilter::new(request.into_inner().servers, &snapshot)?;
         let first = self.snapshot_event(&snapshot, &filter);
         let watcher = Watcher {
@@ -177,6 +182,7 @@ impl ToolBroker for Arc<BrokerService> {
             events,
             filter,
             seen: snapshot.catalog.revision(),
+            _guard: guard,
         };
         let rest = futures::stream::unfold(watcher, Watcher::next);
         let stream = futures::stream::once(async { Ok(first) }).chain(rest);
@@ -205,6 +211,8 @@ struct Watcher {
     events: broadcast::Receiver<Arc<Event>>,
     filter: ServerFilter,
     seen: u64,
+    /// Counts this stream while tonic holds it: a client that goes away drops it.
+    _guard: WatcherGuard,
 }
 
 impl Watcher {

@@ -74,6 +74,10 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, Up
 
 /// A start-up failure: waits briefly for the exit status, stops the process, and explains.
 async fn fail(mut child: ChildProcess, tail: &StderrTail, reason: String) -> UpstreamError {
+    if let Some(fault) = child.stdout_fault() {
+        child.stop(STOP_GRACE).await;
+        return UpstreamError::Startup(fault);
+    }
     let exit = tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await;
     child.stop(STOP_GRACE).await;
     let reason = match exit {

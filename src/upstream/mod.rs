@@ -4,15 +4,17 @@
 
 mod connect;
 mod detect;
+pub mod fleet;
 mod handler;
 mod http;
 mod listing;
 pub mod process;
 mod session;
 mod sse;
+mod stdout_guard;
 pub mod supervisor;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient,
@@ -20,6 +22,7 @@ use rmcp::{
     service::{Peer, ServiceError},
 };
 use serde_json::{Map, Value};
+use tokio::sync::Notify;
 
 use crate::domain::{
     call::CallError,
@@ -73,6 +76,8 @@ pub struct Upstream {
     server: ServerName,
     peer: Peer<RoleClient>,
     timeout: Duration,
+    /// Tells the supervisor a call lost its connection, so it checks the session at once.
+    suspect: Arc<Notify>,
 }
 
 impl Upstream {
@@ -90,13 +95,17 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<CallToolResult, CallError> {
         let params = CallToolRequestParams::new(tool.as_str().to_owned()).with_arguments(arguments);
-        match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+        let result = match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
             Ok(result) => result.map_err(|e| classify(&self.server, e)),
             Err(_) => Err(CallError::Timeout {
                 server: self.server.clone(),
                 after: timeout,
             }),
+        };
+        if let Err(CallError::SessionLost { .. }) = &result {
+            self.suspect.notify_one();
         }
+        result
     }
 }
 

@@ -21,7 +21,10 @@ use tokio::{
 };
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::UpstreamError;
+use super::{
+    UpstreamError,
+    stdout_guard::{StdoutGuard, Verdict},
+};
 use crate::domain::{config::StdioSpec, names::ServerName};
 
 /// Longest stderr line logged whole; longer ones are cut.
@@ -34,8 +37,8 @@ const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// The pipes the MCP session speaks over.
 pub struct Pipes {
-    /// The server's stdout: JSON-RPC from the server.
-    pub stdout: ChildStdout,
+    /// The server's stdout: JSON-RPC from the server, guarded against anything else.
+    pub stdout: StdoutGuard<ChildStdout>,
     /// The server's stdin: JSON-RPC to the server.
     pub stdin: ChildStdin,
 }
@@ -75,6 +78,7 @@ pub struct ChildProcess {
     group: Option<Pid>,
     stderr: Option<JoinHandle<()>>,
     tail: StderrTail,
+    verdict: Verdict,
     exited: Option<ExitStatus>,
 }
 
@@ -95,6 +99,7 @@ pub fn spawn(
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
+    die_with_parent(&mut command);
     // Its own process group, so stopping it also stops what it started (npx → node → server).
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
@@ -114,15 +119,44 @@ pub fn spawn(
         .stderr()
         .take()
         .map(|pipe| tokio::spawn(log_stderr(server.clone(), pipe, tail.clone())));
+    let verdict = Verdict::default();
+    let stdout = StdoutGuard::new(stdout, verdict.clone());
     let process = ChildProcess {
         child,
         group,
         stderr,
         tail,
+        verdict,
         exited: None,
     };
     Ok((process, Pipes { stdout, stdin }))
 }
+
+/// Linux: the child gets SIGKILL when the broker dies, even by SIGKILL, so no server outlives
+/// it. (Grandchildren are not covered by this; they see their stdin close instead.)
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let broker = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only two
+    // async-signal-safe system calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The broker may have died between fork and prctl: then nobody would signal us.
+            if nix::unistd::getppid() != broker {
+                return Err(std::io::Error::other(
+                    "the broker exited while starting the server",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Elsewhere there is no parent-death signal; closing stdin and the process group remain.
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut tokio::process::Command) {}
 
 /// Logs each stderr line at info level, tagged with the server, and keeps the last few.
 async fn log_stderr(server: ServerName, pipe: ChildStderr, tail: StderrTail) {
@@ -146,6 +180,11 @@ impl ChildProcess {
     /// The last stderr lines, for error messages.
     pub fn stderr_tail(&self) -> StderrTail {
         self.tail.clone()
+    }
+
+    /// Why its stdout was cut off, if it wrote something that is not JSON-RPC.
+    pub fn stdout_fault(&self) -> Option<String> {
+        self.verdict.reason()
     }
 
     /// Waits until the process exits and says how it ended. Cancel-safe.

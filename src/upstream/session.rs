@@ -5,14 +5,15 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient,
-    service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken},
+    model::ClientRequest,
+    service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken, ServiceError},
 };
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
     Upstream, UpstreamError, connect,
     handler::Handler,
-    listing,
+    http, listing,
     process::{ChildProcess, StderrTail},
 };
 use crate::domain::{config::ServerSpec, tool::ToolSpec};
@@ -29,6 +30,8 @@ pub struct Session {
     child: Option<ChildProcess>,
     /// Signalled on `notifications/tools/list_changed`.
     pub tools_changed: Arc<Notify>,
+    /// Signalled when a call lost its connection: the supervisor checks the session is alive.
+    pub suspect: Arc<Notify>,
     /// Who the server said it is, e.g. `demo 0.1.0, MCP 2025-11-25`.
     pub description: String,
     /// The transport in use: "stdio", "streamable-http" or "sse".
@@ -63,6 +66,7 @@ impl Session {
             service: Some((cancel, tokio::spawn(service.waiting()))),
             child,
             tools_changed,
+            suspect: Arc::new(Notify::new()),
             description,
             transport,
         }
@@ -74,6 +78,20 @@ impl Session {
             server: spec.name.clone(),
             peer: self.peer.clone(),
             timeout: spec.timeout,
+            suspect: self.suspect.clone(),
+        }
+    }
+
+    /// Checks the server still answers. A JSON-RPC error is an answer too.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), String> {
+        let ping = ClientRequest::PingRequest(Default::default());
+        match tokio::time::timeout(timeout, self.peer.send_request(ping)).await {
+            Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
+            Ok(Err(error)) => Err(format!("did not answer a ping: {}", http::explain(&error))),
+            Err(_) => Err(format!(
+                "did not answer a ping within {}",
+                humantime::format_duration(timeout)
+            )),
         }
     }
 
@@ -106,6 +124,10 @@ impl Session {
             why = service_end => why,
         };
         self.service = None;
+        // A server that wrote garbage to stdout had its stream cut: that is the reason.
+        if let Some(fault) = self.child.as_ref().and_then(ChildProcess::stdout_fault) {
+            return fault;
+        }
         // A pipe usually closes because the process exited: say how, if it does so promptly.
         let why = match &mut self.child {
             Some(child) => match tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await {

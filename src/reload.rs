@@ -1,0 +1,159 @@
+//! Hot reload: SIGHUP, or the config file changing on disk (debounced), reads the file again. A
+//! valid new configuration is applied as a difference; an invalid one changes nothing and is
+//! logged with the messages `check` prints.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer, notify};
+use tokio::sync::{mpsc, watch};
+
+use crate::{
+    config_file::{self, LoadError},
+    domain::{config::Config, state::Readiness},
+    upstream::fleet::Fleet,
+};
+
+/// Editors save in bursts (write, rename, chmod): wait for quiet before reading.
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// SIGHUP: reload even if the file looks the same (the environment may differ).
+    Signal,
+    /// The file or its directory changed.
+    FileChanged,
+}
+
+/// The configuration in force and the file it came from.
+pub struct LiveConfig {
+    /// The configuration being served.
+    pub config: Config,
+    path: PathBuf,
+    text: String,
+}
+
+impl LiveConfig {
+    /// The configuration loaded at start from `path` (whose text was `text`).
+    pub fn new(config: Config, path: PathBuf, text: String) -> Self {
+        Self { config, path, text }
+    }
+
+    /// The config file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the file again and applies what changed; the readiness policy goes to `readiness`.
+    pub async fn reload(
+        &mut self,
+        trigger: Trigger,
+        fleet: &mut Fleet,
+        readiness: &watch::Sender<Readiness>,
+    ) {
+        let shown = self.path.display().to_string();
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) => {
+                tracing::warn!(file = %shown, %error, "config reload failed: cannot read the file; keeping the running configuration");
+                return;
+            }
+        };
+        if trigger == Trigger::FileChanged && text == self.text {
+            return;
+        }
+        match config_file::parse(&shown, &text) {
+            Ok(config) => {
+                readiness.send_replace(config.readiness);
+                self.apply(config, text, fleet).await;
+            }
+            Err(LoadError::Invalid { errors, .. }) => {
+                tracing::warn!(file = %shown, problems = errors.0.len(), "config reload rejected; keeping the running configuration");
+                for problem in &errors.0 {
+                    tracing::warn!("{shown}: {problem}");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "config reload failed"),
+        }
+    }
+
+    async fn apply(&mut self, config: Config, text: String, fleet: &mut Fleet) {
+        if config.listen != self.config.listen
+            || config.metrics_listen != self.config.metrics_listen
+        {
+            tracing::warn!("listen and metrics_listen changes take effect at the next start");
+        }
+        let plan = fleet.reconfigure(config.servers.clone()).await;
+        let names = |list: &[crate::domain::names::ServerName]| {
+            list.iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        tracing::info!(
+            file = %self.path.display(),
+            started = names(&plan.start),
+            stopped = names(&plan.stop),
+            restarted = names(&plan.restart),
+            unchanged = plan.keep.len(),
+            "config reloaded"
+        );
+        self.config = config;
+        self.text = text;
+    }
+}
+
+/// Sends a trigger on every SIGHUP until `stop`.
+pub async fn forward_sighup(
+    triggers: mpsc::UnboundedSender<Trigger>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP; reload by editing the config file instead");
+        return;
+    };
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            received = hangup.recv() => match received {
+                Some(()) => {
+                    tracing::info!("SIGHUP: reloading the config");
+                    if triggers.send(Trigger::Signal).is_err() {
+                        return;
+                    }
+                }
+                None => return,
+            },
+        }
+    }
+}
+
+/// A running file watcher; dropping it stops watching.
+pub type FileWatch = Debouncer<notify::RecommendedWatcher>;
+
+/// Watches the directory of `path` (editors and Kubernetes replace files rather than write
+/// them) and sends a trigger after each burst of changes. Keep the returned watcher alive.
+pub fn watch_file(
+    path: &Path,
+    triggers: mpsc::UnboundedSender<Trigger>,
+) -> Result<FileWatch, notify::Error> {
+    let directory = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."))
+        .to_owned();
+    let mut debouncer = new_debouncer(DEBOUNCE, move |result: DebounceEventResult| {
+        if result.is_ok_and(|events| !events.is_empty()) {
+            let _ = triggers.send(Trigger::FileChanged);
+        }
+    })?;
+    debouncer
+        .watcher()
+        .watch(&directory, notify::RecursiveMode::NonRecursive)?;
+    Ok(debouncer)
+}

@@ -1,0 +1,120 @@
+//! The running supervisors, one per configured server, and how a reloaded configuration changes
+//! them: new servers start, removed ones stop, changed ones restart, the rest are left alone
+//! with their sessions and in-flight calls.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::supervisor::{Supervisor, initial_condition};
+use crate::{
+    broker::Broker,
+    domain::{
+        catalog::ServerPolicy,
+        config::ServerSpec,
+        names::ServerName,
+        reload::{Plan, plan},
+    },
+};
+
+/// How long a supervisor gets to close its session before it is abandoned (its process group
+/// is killed by the process guard anyway).
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Every configured server's supervisor.
+pub struct Fleet {
+    broker: Broker,
+    running: Vec<Running>,
+}
+
+struct Running {
+    spec: ServerSpec,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// The broker's view of a server's settings.
+pub fn policy(spec: &ServerSpec) -> ServerPolicy {
+    ServerPolicy {
+        name: spec.name.clone(),
+        prefix: spec.prefix.clone(),
+        allow: spec.tools.clone(),
+    }
+}
+
+impl Fleet {
+    /// Starts a supervisor for every server (already known to `broker`).
+    pub fn start(broker: Broker, specs: Vec<ServerSpec>) -> Self {
+        let mut fleet = Fleet {
+            broker,
+            running: Vec::new(),
+        };
+        for spec in specs {
+            fleet.launch(spec);
+        }
+        fleet
+    }
+
+    fn launch(&mut self, spec: ServerSpec) {
+        let stop = CancellationToken::new();
+        let supervisor = Supervisor::new(spec.clone(), self.broker.clone(), stop.clone());
+        let task = tokio::spawn(supervisor.run());
+        self.running.push(Running { spec, stop, task });
+    }
+
+    /// Applies a new list of servers and says what changed.
+    pub async fn reconfigure(&mut self, specs: Vec<ServerSpec>) -> Plan {
+        let current: Vec<ServerSpec> = self.running.iter().map(|r| r.spec.clone()).collect();
+        let plan = plan(&current, &specs);
+        let leaving: Vec<Running> = {
+            let (leaving, staying) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|r| {
+                    plan.stop.contains(&r.spec.name) || plan.restart.contains(&r.spec.name)
+                });
+            self.running = staying;
+            leaving
+        };
+        stop_all(leaving).await;
+        self.broker.configure(
+            specs
+                .iter()
+                .map(|spec| (policy(spec), initial_condition(spec)))
+                .collect(),
+        );
+        let mut staying = std::mem::take(&mut self.running);
+        for spec in specs {
+            match staying.iter().position(|r| r.spec.name == spec.name) {
+                Some(index) => self.running.push(staying.swap_remove(index)),
+                None => self.launch(spec),
+            }
+        }
+        plan
+    }
+
+    /// The names of the running servers, in configuration order.
+    pub fn names(&self) -> Vec<ServerName> {
+        self.running.iter().map(|r| r.spec.name.clone()).collect()
+    }
+
+    /// Stops every server and waits for their sessions to close.
+    pub async fn stop(self) {
+        stop_all(self.running).await;
+    }
+}
+
+/// Tells supervisors to stop and waits for them together, each at most `STOP_DEADLINE`.
+async fn stop_all(running: Vec<Running>) {
+    for server in &running {
+        server.stop.cancel();
+    }
+    let waits = running.into_iter().map(|server| async move {
+        let name = server.spec.name;
+        match tokio::time::timeout(STOP_DEADLINE, server.task).await {
+            Ok(_) => {}
+            Err(_) => tracing::warn!(server = %name, "did not stop within {STOP_DEADLINE:?}"),
+        }
+    });
+    futures::future::join_all(waits).await;
+}
