@@ -5,7 +5,7 @@ mod common;
 
 use std::{process::Command as StdCommand, time::Duration};
 
-use common::{Broker, toolbroker_bin};
+use common::{Broker, alive, children, toolbroker_bin};
 
 fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -73,32 +73,6 @@ async fn serve_without_a_config_serves_the_demo_tools() {
     broker.wait_ready().await;
     let echo = broker.call("echo", r#"{"message": "demo"}"#).await.unwrap();
     assert_eq!((echo.text.as_str(), echo.server.as_str()), ("demo", "demo"));
-}
-
-/// The children of a process, from /proc.
-fn children(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    tasks
-        .flat_map(|task| {
-            let path = task.unwrap().path().join("children");
-            std::fs::read_to_string(path)
-                .unwrap_or_default()
-                .split_whitespace()
-                .map(|p| p.parse().unwrap())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
-/// Running, as opposed to gone or a zombie waiting to be reaped by whoever adopted it.
-fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state follows the command name, which is in parentheses.
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|rest| rest.split_whitespace().next());
-    !matches!(state, None | Some("Z") | Some("X"))
 }
 
 #[tokio::test]

@@ -135,7 +135,7 @@ async fn watch_only_sends_the_servers_asked_for() {
 }
 
 #[tokio::test]
-async fn watch_shows_a_server_connecting_then_ready_then_failed() {
+async fn watch_shows_a_server_connecting_ready_lost_and_ready_again() {
     let slow = format!(
         "servers:\n  - name: slow\n    command: sh\n    args: [-c, 'sleep 1; exec \"$0\" demo-server', {bin:?}]\n",
         bin = toolbroker_bin()
@@ -163,7 +163,7 @@ async fn watch_shows_a_server_connecting_then_ready_then_failed() {
 
     let _ = broker.call("crash", "{}").await;
     let mut removed = false;
-    let failed = loop {
+    let lost = loop {
         match next(&mut stream).await.event {
             Some(Event::ToolsChanged(change)) => {
                 removed = change.removed.iter().any(|n| n == "echo")
@@ -172,11 +172,30 @@ async fn watch_shows_a_server_connecting_then_ready_then_failed() {
             other => panic!("unexpected {other:?}"),
         }
     };
-    assert!(removed, "its tools are withdrawn");
-    assert_eq!(failed.state(), ServerState::Failed);
+    assert!(removed, "its tools are withdrawn first");
+    assert_eq!(lost.state(), ServerState::Reconnecting);
     assert!(
-        failed.message.contains("exited with status 3"),
+        lost.message.contains("exited with status 3"),
         "{}",
-        failed.message
+        lost.message
     );
+
+    // It is started again: its tools come back, then READY with one restart counted.
+    let mut back = false;
+    let again = loop {
+        match next(&mut stream).await.event {
+            Some(Event::ToolsChanged(change)) => {
+                back = change.added.iter().any(|t| t.name == "echo")
+            }
+            Some(Event::ServerStatus(status)) if status.state() == ServerState::Ready => {
+                break status;
+            }
+            Some(Event::ServerStatus(status)) => {
+                assert_eq!(status.state(), ServerState::Reconnecting, "{status:?}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert!(back);
+    assert_eq!(again.restarts, 1);
 }

@@ -121,7 +121,7 @@ pub struct Broker {
     /// A channel to the broker, for other services (health, reflection).
     pub channel: Channel,
     logs: watch::Receiver<Vec<Value>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Broker {
@@ -182,8 +182,19 @@ impl Broker {
             client: ToolBrokerClient::new(channel.clone()),
             channel,
             logs,
-            _dir: dir,
+            dir,
         }
+    }
+
+    /// The config file the broker was started with (by `start`).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.yaml")
+    }
+
+    /// Sends a signal to the broker.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal the broker");
     }
 
     /// The process id of the broker.
@@ -212,6 +223,21 @@ impl Broker {
             .expect("just matched")
     }
 
+    /// Waits until at least `count` log lines satisfy `matches`.
+    pub async fn wait_for_logs(&self, what: &str, count: usize, matches: impl Fn(&Value) -> bool) {
+        let mut logs = self.logs.clone();
+        let enough = |lines: &Vec<Value>| lines.iter().filter(|l| matches(l)).count() >= count;
+        tokio::time::timeout(WAIT, logs.wait_for(enough))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "not {count} log lines {what} within {WAIT:?}; logs:\n{}",
+                    self.dump()
+                )
+            })
+            .expect("log collector alive");
+    }
+
     /// The log as text, for failure messages.
     pub fn dump(&self) -> String {
         self.logs()
@@ -233,6 +259,18 @@ impl Broker {
         name: &str,
         state: proto::ServerState,
     ) -> proto::ServerStatus {
+        self.wait_for_status(name, &format!("{state:?}"), |s| s.state() == state)
+            .await
+    }
+
+    /// Waits, by watching, until server `name` has a status that `matches` (`what` says which,
+    /// for the failure message).
+    pub async fn wait_for_status(
+        &self,
+        name: &str,
+        what: &str,
+        matches: impl Fn(&proto::ServerStatus) -> bool,
+    ) -> proto::ServerStatus {
         use proto::watch_event::Event;
         let request = proto::WatchRequest {
             servers: vec![name.into()],
@@ -251,15 +289,15 @@ impl Broker {
                     Some(Event::ServerStatus(status)) => vec![status],
                     _ => continue,
                 };
-                if let Some(status) = statuses.into_iter().find(|s| s.state() == state) {
+                if let Some(status) = statuses.into_iter().find(|s| matches(s)) {
                     return status;
                 }
             }
-            panic!("watch ended before {name} was {state:?}");
+            panic!("watch ended before {name} was {what}");
         };
         tokio::time::timeout(STARTUP, wait)
             .await
-            .unwrap_or_else(|_| panic!("{name} not {state:?} within {STARTUP:?}"))
+            .unwrap_or_else(|_| panic!("{name} not {what} within {STARTUP:?}"))
     }
 
     /// The current state of each server.
@@ -307,6 +345,16 @@ impl Broker {
             .await
             .expect("CallTool answered in time")
             .map(tonic::Response::into_inner)
+    }
+
+    /// Calls a tool that must succeed, and returns its text.
+    pub async fn text(&self, tool: &str, arguments_json: &str) -> String {
+        let response = self
+            .call(tool, arguments_json)
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        assert!(!response.is_error, "{tool}: {response:?}");
+        response.text
     }
 
     /// Sends SIGTERM and waits for the process to exit.
@@ -380,4 +428,30 @@ pub async fn wait_health(channel: Channel, service: &str) {
 /// Keeps only the names of tools.
 pub fn names(tools: &[proto::Tool]) -> Vec<&str> {
     tools.iter().map(|t| t.name.as_str()).collect()
+}
+
+/// The children of a process, from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flat_map(|task| {
+            let path = task.unwrap().path().join("children");
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Running, as opposed to gone or a zombie waiting to be reaped by whoever adopted it.
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
 }

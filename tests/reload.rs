@@ -1,0 +1,181 @@
+//! Hot reload: editing the config file or sending SIGHUP applies only the difference; an
+//! invalid file changes nothing and says why.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{Broker, WAIT, demo_server};
+use nix::sys::signal::Signal;
+use toolbroker::proto::{self, ServerState, watch_event::Event};
+
+/// Replaces the config file as editors do: write a new file, rename it over the old one.
+fn rewrite(broker: &Broker, text: &str) {
+    let path = broker.config_path();
+    let staged = path.with_extension("new");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, &path).unwrap();
+}
+
+#[tokio::test]
+async fn editing_the_file_applies_only_the_difference() {
+    let before = format!(
+        "servers:\n{}{}{}",
+        demo_server("keep", "    prefix: k_\n"),
+        demo_server("gone", "    prefix: g_\n"),
+        demo_server("changed", "    prefix: c_\n"),
+    );
+    let broker = Broker::start(&before).await;
+    broker.wait_ready().await;
+    let mut stream = broker
+        .client
+        .clone()
+        .watch(proto::WatchRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut client = broker.client.clone();
+    let in_flight = tokio::spawn(async move {
+        let request = proto::CallToolRequest {
+            name: "k_sleep".into(),
+            arguments_json: r#"{"ms": 1500}"#.into(),
+            ..Default::default()
+        };
+        client.call_tool(request).await
+    });
+    broker
+        .wait_for_log("the sleep", |l| {
+            l["server"] == "keep"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("sleep started"))
+        })
+        .await;
+
+    let after = format!(
+        "servers:\n{}{}{}",
+        demo_server("keep", "    prefix: k_\n"),
+        demo_server("changed", "    prefix: c_\n    timeout: 20s\n"),
+        demo_server("new", "    prefix: n_\n"),
+    );
+    rewrite(&broker, &after);
+    let reloaded = broker
+        .wait_for_log("the reload", |l| l["message"] == "config reloaded")
+        .await;
+    assert_eq!(
+        (
+            &reloaded["started"],
+            &reloaded["stopped"],
+            &reloaded["restarted"],
+            &reloaded["unchanged"]
+        ),
+        (&"new".into(), &"gone".into(), &"changed".into(), &1.into())
+    );
+
+    // Watch tells the story, server by server: no event at all for `keep`.
+    let mut states: HashMap<String, Vec<ServerState>> = HashMap::new();
+    let mut removed_tools = Vec::new();
+    let mut gone_message = String::new();
+    while !(states
+        .get("new")
+        .is_some_and(|s| s.contains(&ServerState::Ready))
+        && states
+            .get("changed")
+            .is_some_and(|s| s.contains(&ServerState::Ready)))
+    {
+        let event = tokio::time::timeout(WAIT, stream.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match event.event {
+            Some(Event::ServerStatus(status)) => {
+                if status.name == "gone" {
+                    gone_message = status.message.clone();
+                }
+                states
+                    .entry(status.name.clone())
+                    .or_default()
+                    .push(status.state());
+            }
+            Some(Event::ToolsChanged(change)) => removed_tools.extend(change.removed),
+            _ => {}
+        }
+    }
+    assert!(
+        !states.contains_key("keep"),
+        "the untouched server saw no change: {states:?}"
+    );
+    assert_eq!(states["gone"].last(), Some(&ServerState::Stopped));
+    assert!(
+        gone_message.contains("removed"),
+        "the last word on it: {gone_message}"
+    );
+    assert!(
+        states["changed"].contains(&ServerState::Stopped),
+        "changed servers restart: {states:?}"
+    );
+    assert!(removed_tools.iter().any(|n| n == "g_echo"));
+
+    let finished = tokio::time::timeout(WAIT, in_flight)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        finished.into_inner().text,
+        "slept 1500 ms",
+        "the untouched session kept its call"
+    );
+    let names: Vec<String> = broker.servers().await.into_iter().map(|s| s.name).collect();
+    assert_eq!(
+        names,
+        ["keep", "changed", "new"],
+        "the new order is the config's"
+    );
+    assert_eq!(broker.text("n_echo", r#"{"message": "new"}"#).await, "new");
+    assert_eq!(
+        broker.call("g_echo", "{}").await.unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_file_changes_nothing_and_says_why() {
+    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    broker.wait_ready().await;
+    rewrite(&broker, "servers:\n  - name: demo\n    comand: typo\n");
+    let path = broker.config_path().display().to_string();
+    broker
+        .wait_for_log("the rejection", |l| {
+            l["message"] == "config reload rejected; keeping the running configuration"
+        })
+        .await;
+    // The same line `toolbroker check` prints.
+    let expected = format!("{path}: servers[0].comand: unknown field; did you mean \"command\"?");
+    broker
+        .wait_for_log("the problem", |l| l["message"] == expected.as_str())
+        .await;
+    assert_eq!(broker.server("demo").await.state(), ServerState::Ready);
+    assert_eq!(
+        broker.text("echo", r#"{"message": "still"}"#).await,
+        "still"
+    );
+}
+
+#[tokio::test]
+async fn sighup_reloads_even_an_unchanged_file() {
+    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    broker.wait_ready().await;
+    broker.signal(Signal::SIGHUP);
+    let reloaded = broker
+        .wait_for_log("the reload", |l| l["message"] == "config reloaded")
+        .await;
+    assert_eq!(reloaded["unchanged"], 1);
+    assert_eq!(reloaded["restarted"], "");
+    assert_eq!(
+        broker.server("demo").await.restarts,
+        0,
+        "nothing was restarted"
+    );
+}
