@@ -17,7 +17,7 @@ use crate::{
     broker::Broker,
     config_file::Loaded,
     domain::config::Config,
-    grpc::service::BrokerService,
+    grpc::{observe, service::BrokerService},
     health::Health,
     proto,
     proto::tool_broker_server::ToolBrokerServer,
@@ -42,10 +42,8 @@ pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    if config.metrics_listen.is_some() {
-        tracing::warn!("metrics_listen is not served yet by this version; ignoring it");
-    }
 
+    crate::telemetry::record_arguments(config.record_arguments);
     let draining = CancellationToken::new();
     let tasks = TaskTracker::new();
     let broker = Broker::new(
@@ -55,6 +53,9 @@ pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result
             .map(|spec| (policy(spec), initial_condition(spec)))
             .collect(),
     );
+    if let Some(addr) = config.metrics_listen {
+        crate::metrics::start(addr, broker.clone(), draining.clone()).await?;
+    }
     let mut fleet = Fleet::start(broker.clone(), config.servers.clone());
     let (readiness, readiness_rx) = watch::channel(config.readiness);
     let (reporter, health_service) = tonic_health::server::health_reporter();
@@ -157,6 +158,7 @@ async fn grpc_server(
     let v1alpha = reflection().build_v1alpha()?;
     let v1 = reflection().build_v1()?;
     Server::builder()
+        .trace_fn(observe::server_span)
         .add_service(ToolBrokerServer::new(service))
         .add_service(health)
         .add_service(v1)

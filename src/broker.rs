@@ -21,6 +21,7 @@ use crate::{
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
     },
+    telemetry::context::TraceHeaders,
     upstream::Upstream,
 };
 
@@ -165,19 +166,22 @@ impl Broker {
         self.inner.watchers.load(Ordering::Relaxed)
     }
 
-    /// Calls the tool exposed as `name`.
+    /// Calls the tool exposed as `name`, carrying the caller's trace context.
     pub async fn call(
         &self,
         name: &str,
         arguments: RawArguments,
         requested_timeout: Option<Duration>,
         deadline: Option<Duration>,
+        trace: &TraceHeaders,
     ) -> Result<Called, CallError> {
         let (tool, upstream) = self.route(name)?;
+        // The RPC's span (and so every log line of this call) names the server.
+        tracing::Span::current().record("server", tool.server.as_str());
         let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
         let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
         let result = upstream
-            .call(&tool.spec.original, arguments, timeout)
+            .call(&tool.spec.original, arguments, timeout, trace)
             .await?;
         Ok(Called {
             server: tool.server.clone(),

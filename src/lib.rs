@@ -15,6 +15,7 @@ pub mod demo_server;
 pub mod domain;
 pub mod grpc;
 pub mod health;
+pub mod metrics;
 pub mod proto;
 pub mod reload;
 pub mod telemetry;

@@ -20,7 +20,6 @@ fn main() -> ExitCode {
         Some(Command::DemoServer(_)) => telemetry::Role::McpServer,
         _ => telemetry::Role::Broker,
     };
-    telemetry::init(cli.log_format, role);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -28,7 +27,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Inside the runtime: the OTLP gRPC exporter needs it.
+    let telemetry = runtime.block_on(async { telemetry::init(cli.log_format, role) });
     let code = runtime.block_on(run(cli.command.unwrap_or(Command::Serve(cli.serve))));
+    telemetry.shutdown();
     // Do not wait for blocking tasks (e.g. a reaper waiting on a stubborn grandchild).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code

@@ -68,6 +68,7 @@ impl LiveConfig {
         match config_file::parse(&shown, &text) {
             Ok(config) => {
                 readiness.send_replace(config.readiness);
+                crate::telemetry::record_arguments(config.record_arguments);
                 self.apply(config, text, fleet).await;
             }
             Err(LoadError::Invalid { errors, .. }) => {

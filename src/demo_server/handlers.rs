@@ -96,11 +96,19 @@ pub(super) fn fail(args: FailArgs) -> CallToolResult {
 pub(super) fn echo_meta(
     params_meta: Option<RequestMetaObject>,
     context_meta: &RequestMetaObject,
+    http: Option<&::http::HeaderMap>,
 ) -> CallToolResult {
     let mut meta = params_meta.unwrap_or_default();
     meta.extend(context_meta.clone());
     let json = serde_json::to_string(&meta).expect("a JSON object always serializes");
-    text_result(json)
+    let mut blocks = vec![ContentBlock::text(json)];
+    // Over HTTP, the trace headers of the request too: the broker sends both.
+    if let Some(headers) = http {
+        let trace = crate::telemetry::context::TraceHeaders::from_headers(headers);
+        let json = serde_json::json!({ "http_headers": trace.to_headers() });
+        blocks.push(ContentBlock::text(json.to_string()));
+    }
+    CallToolResult::success(blocks)
 }
 
 /// Synthetic and run-time tools: check the arguments against `T`, then echo them.
@@ -257,7 +265,7 @@ mod tests {
         meta.0
             .0
             .insert("x-custom".into(), json!({"nested": [1, 2]}));
-        let result = echo_meta(None, &meta);
+        let result = echo_meta(None, &meta, None);
         let echoed: Value = serde_json::from_str(text_of(&result)).unwrap();
         assert_eq!(
             echoed,

@@ -36,6 +36,7 @@ use rmcp::{
 };
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use self::{
     catalog::{Catalog, ToolKind},
@@ -180,7 +181,8 @@ impl DemoServer {
             }
             Builtin::EchoMeta => {
                 handlers::no_args(name, args)?;
-                handlers::echo_meta(params_meta, &context.meta)
+                let http = context.extensions.get::<::http::request::Parts>();
+                handlers::echo_meta(params_meta, &context.meta, http.map(|parts| &parts.headers))
             }
             Builtin::Crash => {
                 handlers::no_args(name, args)?;
@@ -233,6 +235,26 @@ impl DemoServer {
         peers.retain(|known| !known.is_transport_closed());
         peers.push(peer);
     }
+}
+
+/// The server span of one tool call, a child of the trace context the client sent in `_meta`
+/// (exported when the demo server is given an OTLP endpoint), so a trace shows all three hops:
+/// agent, broker, server.
+fn tool_span(tool: &str, meta: &RequestMetaObject) -> tracing::Span {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let span = tracing::info_span!(
+        target: "toolbroker::demo_server",
+        "tool",
+        otel.name = format!("tools/call {tool}"),
+        otel.kind = "server",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = tool,
+    );
+    let trace = crate::telemetry::context::TraceHeaders::from_meta(meta);
+    if trace.traceparent.is_some() {
+        let _ = span.set_parent(trace.context());
+    }
+    span
 }
 
 /// `crash`: the supervision test wants the pipe to close as if the server died.
@@ -296,7 +318,12 @@ impl ServerHandler for DemoServer {
             let message = format!("unknown tool: {}", request.name);
             return Err(ErrorData::invalid_params(message, None));
         };
-        Ok(self.dispatch(kind, request, context).await?.into())
+        let span = tool_span(&request.name, &context.meta);
+        let result = self
+            .dispatch(kind, request, context)
+            .instrument(span)
+            .await?;
+        Ok(result.into())
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {

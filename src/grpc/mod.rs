@@ -3,5 +3,6 @@
 
 pub mod convert;
 mod deadline;
+pub mod observe;
 pub mod service;
 pub mod status;

@@ -10,11 +10,12 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::{convert, deadline, status};
+use super::{convert, deadline, observe::observe, status};
 use crate::{
     broker::{Broker, Snapshot, WatcherGuard},
     domain::{call::RawArguments, catalog::Event},
     proto::{self, tool_broker_server::ToolBroker},
+    telemetry::context::TraceHeaders,
 };
 
 /// The gRPC face of the broker.
@@ -86,6 +87,53 @@ impl BrokerService {
         }
     }
 
+    /// CallTool: decode, ask the broker, encode; the error logged where it is handled.
+    async fn call(
+        &self,
+        request: Request<proto::CallToolRequest>,
+    ) -> Result<Response<proto::CallToolResponse>, Status> {
+        if self.stop.is_cancelled() {
+            return Err(Status::unavailable(
+                "the broker is shutting down; retry on another instance",
+            ));
+        }
+        let deadline = deadline::from_metadata(request.metadata());
+        let trace = TraceHeaders::from_lookup(|name| {
+            request
+                .metadata()
+                .get(name)?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        });
+        let request = request.into_inner();
+        let span = tracing::Span::current();
+        span.record("tool", request.name.as_str());
+        let outcome = async {
+            let arguments = RawArguments {
+                structured: request.arguments.map(convert::struct_to_json).transpose()?,
+                json: request.arguments_json,
+            };
+            let timeout = request.timeout.map(convert::duration).transpose()?;
+            let called = self
+                .broker
+                .call(&request.name, arguments, timeout, deadline, &trace)
+                .await?;
+            convert::call_response(&called.server, called.result)
+        };
+        match outcome.await {
+            Ok(response) => Ok(Response::new(response)),
+            Err(error) => {
+                if status::is_caller_mistake(&error) {
+                    tracing::debug!(tool = %request.name, %error, "call refused");
+                } else {
+                    tracing::warn!(tool = %request.name, %error, "call failed");
+                }
+                Err(status::from_call_error(&error))
+            }
+        }
+    }
+
     fn snapshot_event(&self, snapshot: &Snapshot, filter: &ServerFilter) -> proto::WatchEvent {
         let snapshot_message = proto::Snapshot {
             tools: self.filtered_tools(snapshot, filter),
@@ -124,48 +172,22 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         request: Request<proto::ListToolsRequest>,
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
-        let snapshot = self.broker.snapshot();
-        let filter = ServerFilter::new(request.into_inner().servers, &snapshot)?;
-        Ok(Response::new(proto::ListToolsResponse {
-            tools: self.filtered_tools(&snapshot, &filter),
-            revision: snapshot.catalog.revision(),
-        }))
+        observe("ListTools", async {
+            let snapshot = self.broker.snapshot();
+            let filter = ServerFilter::new(request.into_inner().servers, &snapshot)?;
+            Ok(Response::new(proto::ListToolsResponse {
+                tools: self.filtered_tools(&snapshot, &filter),
+                revision: snapshot.catalog.revision(),
+            }))
+        })
+        .await
     }
 
     async fn call_tool(
         &self,
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
-        if self.stop.is_cancelled() {
-            return Err(Status::unavailable(
-                "the broker is shutting down; retry on another instance",
-            ));
-        }
-        let deadline = deadline::from_metadata(request.metadata());
-        let request = request.into_inner();
-        let outcome = async {
-            let arguments = RawArguments {
-                structured: request.arguments.map(convert::struct_to_json).transpose()?,
-                json: request.arguments_json,
-            };
-            let timeout = request.timeout.map(convert::duration).transpose()?;
-            let called = self
-                .broker
-                .call(&request.name, arguments, timeout, deadline)
-                .await?;
-            convert::call_response(&called.server, called.result)
-        };
-        match outcome.await {
-            Ok(response) => Ok(Response::new(response)),
-            Err(error) => {
-                if status::is_caller_mistake(&error) {
-                    tracing::debug!(tool = %request.name, %error, "call refused");
-                } else {
-                    tracing::warn!(tool = %request.name, %error, "call failed");
-                }
-                Err(status::from_call_error(&error))
-            }
-        }
+        observe("CallTool", self.call(request)).await
     }
 
     type WatchStream = WatchStream;
@@ -193,13 +215,16 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         _request: Request<proto::ListServersRequest>,
     ) -> Result<Response<proto::ListServersResponse>, Status> {
-        let snapshot = self.broker.snapshot();
-        let servers = snapshot
-            .catalog
-            .servers()
-            .map(convert::server_status)
-            .collect();
-        Ok(Response::new(proto::ListServersResponse { servers }))
+        observe("ListServers", async {
+            let snapshot = self.broker.snapshot();
+            let servers = snapshot
+                .catalog
+                .servers()
+                .map(convert::server_status)
+                .collect();
+            Ok(Response::new(proto::ListServersResponse { servers }))
+        })
+        .await
     }
 }
 

@@ -23,6 +23,7 @@ use super::{
     process::{self, ChildProcess, StderrTail},
     session::{EXIT_REPORT_WAIT, STOP_GRACE, Session, Started, with_tail},
     sse,
+    traced_http::TracedClient,
 };
 use crate::domain::config::{HttpMode, HttpSpec, ServerSpec, StdioSpec, TransportSpec};
 
@@ -115,7 +116,8 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Upstr
                         .collect(),
                 );
             config.retry_config = Arc::new(resume_policy());
-            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let transport =
+                StreamableHttpClientTransport::with_client(TracedClient(client), config);
             (initialize(handler, transport).await?, "streamable-http")
         }
         Detected::Sse(transport) => (initialize(handler, *transport).await?, "sse"),

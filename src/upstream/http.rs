@@ -9,13 +9,18 @@ use secrecy::ExposeSecret;
 
 use crate::domain::config::Secrets;
 
-/// The HTTP client for one server. TLS uses ring and the platform's root certificates.
-pub fn client() -> Result<reqwest::Client, String> {
+/// Makes ring the process's TLS provider (reqwest and the OTLP exporter use the default one).
+pub fn install_tls_provider() {
     static PROVIDER: Once = Once::new();
     PROVIDER.call_once(|| {
         // Fails only if another provider was installed first, which is just as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// The HTTP client for one server. TLS uses ring and the platform's root certificates.
+pub fn client() -> Result<reqwest::Client, String> {
+    install_tls_provider();
     reqwest::Client::builder()
         .build()
         .map_err(|e| format!("cannot set up the HTTP client: {}", explain(&e)))

@@ -2,6 +2,7 @@
 //! endpoints over streamable HTTP or legacy SSE), one supervisor task per server, and the handle
 //! calls go through.
 
+mod calls;
 mod connect;
 mod detect;
 pub mod fleet;
@@ -13,21 +14,16 @@ mod session;
 mod sse;
 mod stdout_guard;
 pub mod supervisor;
+mod traced_http;
 
-use std::{sync::Arc, time::Duration};
+pub use calls::Upstream;
+pub use http::install_tls_provider;
 
-use rmcp::{
-    RoleClient,
-    model::{CallToolRequestParams, CallToolResult},
-    service::{Peer, ServiceError},
-};
-use serde_json::{Map, Value};
-use tokio::sync::Notify;
+use std::time::Duration;
 
-use crate::domain::{
-    call::CallError,
-    names::{ServerName, ToolName},
-};
+use rmcp::service::ServiceError;
+
+use crate::domain::{call::CallError, names::ServerName};
 
 /// Why a session could not be set up. Shown in the server's status message.
 #[derive(Debug, thiserror::Error)]
@@ -67,46 +63,6 @@ fn tail_note(stderr: &Option<String>) -> String {
         .as_deref()
         .map(|tail| format!("; stderr: {tail}"))
         .unwrap_or_default()
-}
-
-/// A cheap, cloneable handle for calling the tools of one connected server. Calls share the
-/// server's single session, multiplexed by request id.
-#[derive(Clone, Debug)]
-pub struct Upstream {
-    server: ServerName,
-    peer: Peer<RoleClient>,
-    timeout: Duration,
-    /// Tells the supervisor a call lost its connection, so it checks the session at once.
-    suspect: Arc<Notify>,
-}
-
-impl Upstream {
-    /// The server's configured call timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// Calls `tool` and waits at most `timeout`. When the timeout passes or this future is
-    /// dropped (the caller went away), rmcp sends `notifications/cancelled` for the request.
-    pub async fn call(
-        &self,
-        tool: &ToolName,
-        arguments: Map<String, Value>,
-        timeout: Duration,
-    ) -> Result<CallToolResult, CallError> {
-        let params = CallToolRequestParams::new(tool.as_str().to_owned()).with_arguments(arguments);
-        let result = match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
-            Ok(result) => result.map_err(|e| classify(&self.server, e)),
-            Err(_) => Err(CallError::Timeout {
-                server: self.server.clone(),
-                after: timeout,
-            }),
-        };
-        if let Err(CallError::SessionLost { .. }) = &result {
-            self.suspect.notify_one();
-        }
-        result
-    }
 }
 
 /// Part of the message rmcp 3.11's streamable HTTP client gives calls that were in flight when it

@@ -11,12 +11,17 @@ use rmcp::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
-    Upstream, UpstreamError, connect,
+    Upstream, UpstreamError,
+    calls::Link,
+    connect,
     handler::Handler,
     http, listing,
     process::{ChildProcess, StderrTail},
 };
-use crate::domain::{config::ServerSpec, tool::ToolSpec};
+use crate::domain::{
+    config::{ServerSpec, TransportSpec},
+    tool::ToolSpec,
+};
 
 /// How long a server gets to exit by itself once its stdin is closed, and again after SIGTERM.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -74,11 +79,28 @@ impl Session {
 
     /// A handle for calls, with the server's call timeout.
     pub fn upstream(&self, spec: &ServerSpec) -> Upstream {
+        let address = match &spec.transport {
+            TransportSpec::Http(http) => url::Url::parse(&http.url).ok().and_then(|url| {
+                let host = url.host_str()?.to_owned();
+                Some((host, url.port_or_known_default()?))
+            }),
+            TransportSpec::Stdio(_) => None,
+        };
+        let protocol = self
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default();
         Upstream {
             server: spec.name.clone(),
             peer: self.peer.clone(),
             timeout: spec.timeout,
             suspect: self.suspect.clone(),
+            link: Link {
+                network: if address.is_some() { "tcp" } else { "pipe" },
+                address,
+                protocol,
+            },
         }
     }
 

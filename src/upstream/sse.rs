@@ -17,6 +17,8 @@ use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
 use super::http::{explain, explain_status};
+use crate::telemetry::context::TraceHeaders;
+use rmcp::model::GetMeta as _;
 
 /// Messages read from the stream but not yet taken by rmcp.
 const INCOMING_BUFFER: usize = 64;
@@ -152,11 +154,15 @@ impl Transport<RoleClient> for SseTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let request = self
+        let mut request = self
             .client
             .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .json(&item);
+            .headers(self.headers.clone());
+        // The trace context in `_meta` travels as HTTP headers too, for servers that read those.
+        for (name, value) in trace_of(&item).to_headers() {
+            request = request.header(name, value);
+        }
+        let request = request.json(&item);
         async move {
             let response = request
                 .send()
@@ -178,6 +184,16 @@ impl Transport<RoleClient> for SseTransport {
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.reader.abort();
         Ok(())
+    }
+}
+
+/// The trace context a client request carries in its `_meta`.
+pub fn trace_of(message: &TxJsonRpcMessage<RoleClient>) -> TraceHeaders {
+    match message {
+        rmcp::model::JsonRpcMessage::Request(request) => {
+            TraceHeaders::from_meta(request.request.get_meta())
+        }
+        _ => TraceHeaders::default(),
     }
 }
 

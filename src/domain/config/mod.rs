@@ -46,6 +46,8 @@ pub struct Config {
     pub readiness: Readiness,
     /// How long in-flight calls may run on after SIGTERM/SIGINT.
     pub shutdown_grace: Duration,
+    /// Whether tool arguments and results are recorded on trace spans (truncated).
+    pub record_arguments: bool,
     /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
     pub servers: Vec<ServerSpec>,
 }
@@ -57,6 +59,7 @@ impl Default for Config {
             metrics_listen: None,
             readiness: Readiness::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            record_arguments: false,
             servers: Vec::new(),
         }
     }

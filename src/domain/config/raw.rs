@@ -17,6 +17,7 @@ pub(super) struct RawTop {
     pub readiness: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub shutdown_grace: Option<Value>,
+    pub record_arguments: Option<bool>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.
     pub servers: Option<Value>,
     #[serde(rename = "mcpServers")]

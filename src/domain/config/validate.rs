@@ -41,6 +41,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
             DEFAULT_SHUTDOWN_GRACE,
             "shutdown_grace",
         ),
+        record_arguments: top.record_arguments.unwrap_or(false),
         servers: check.servers(top.servers, top.mcp_servers),
     }
 }

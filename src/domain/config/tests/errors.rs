@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, readiness, shutdown_grace, servers, mcpServers",
+                "expected one of: listen, metrics_listen, readiness, shutdown_grace, record_arguments, servers, mcpServers",
             )],
         ),
         (
