@@ -1,0 +1,131 @@
+//! A broker process for a measurement: started from the release binary next to this example,
+//! on a free port, with the demo server (or a given config), and measured from /proc.
+
+use std::{process::Stdio, time::Duration};
+
+use anyhow::{Context as _, anyhow};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+use tonic::transport::Channel;
+use toolbroker::proto::tool_broker_client::ToolBrokerClient;
+
+/// A running broker.
+pub struct BrokerProcess {
+    child: Child,
+    /// Its gRPC address.
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+/// The toolbroker binary built alongside this example.
+pub fn toolbroker_bin() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    exe.parent()
+        .and_then(|examples| examples.parent())
+        .map(|dir| dir.join("toolbroker"))
+        .filter(|p| p.exists())
+        .ok_or_else(|| anyhow!("build the binary first: cargo build --release"))
+}
+
+impl BrokerProcess {
+    /// Starts a broker serving `config` (YAML), with extra environment variables.
+    pub async fn start(config: &str, env: &[(&str, String)]) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("broker.yaml");
+        std::fs::write(&path, config)?;
+        let mut child = Command::new(toolbroker_bin()?)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--config",
+            ])
+            .arg(&path)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env(
+                "RUST_LOG",
+                "warn,toolbroker::app=info,toolbroker::health=info",
+            )
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+        let addr = loop {
+            let line = lines
+                .next_line()
+                .await?
+                .ok_or_else(|| anyhow!("the broker exited"))?;
+            let json: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if json["message"] == "listening" {
+                break json["addr"].as_str().unwrap_or_default().to_owned();
+            }
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            child,
+            addr,
+            _dir: dir,
+        })
+    }
+
+    /// A connected client, once the broker reports itself ready.
+    pub async fn client(&self) -> anyhow::Result<ToolBrokerClient<Channel>> {
+        let channel = Channel::from_shared(format!("http://{}", self.addr))?
+            .connect()
+            .await?;
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let request = tonic_health::pb::HealthCheckRequest {
+            service: "toolbroker.v1.ToolBroker".into(),
+        };
+        let mut statuses = health.watch(request).await?.into_inner();
+        while let Some(status) = statuses.message().await? {
+            if status.status
+                == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+            {
+                return Ok(ToolBrokerClient::new(channel));
+            }
+        }
+        Err(anyhow!("the broker never became ready"))
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// CPU time it has used (user + system).
+    pub fn cpu(&self) -> anyhow::Result<Duration> {
+        cpu_of(self.pid())
+    }
+
+    /// Its resident memory, in MiB.
+    pub fn rss_mib(&self) -> anyhow::Result<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .context("no VmRSS")?;
+        Ok(kib / 1024.0)
+    }
+}
+
+/// CPU time (user + system) of a process, from /proc/PID/stat.
+pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may contain spaces) start at field 3.
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    // /proc reports times in USER_HZ, which Linux fixes at 100 for user space.
+    Ok(Duration::from_millis(ticks * 10))
+}

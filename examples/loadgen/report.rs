@@ -1,0 +1,61 @@
+//! Latency and throughput figures, printed as aligned rows.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// What one load run measured.
+pub struct Figures {
+    /// Calls completed.
+    pub calls: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Latencies in microseconds.
+    pub latency: Histogram<u64>,
+    /// CPU the broker used during the run, if measured.
+    pub broker_cpu: Option<Duration>,
+    /// The broker's resident memory at the end of the run, if measured.
+    pub broker_rss_mib: Option<f64>,
+}
+
+impl Figures {
+    /// Calls per second.
+    pub fn rate(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// A latency percentile, in milliseconds.
+    pub fn ms(&self, quantile: f64) -> f64 {
+        self.latency.value_at_quantile(quantile) as f64 / 1000.0
+    }
+
+    /// Broker CPU per call, in microseconds.
+    pub fn cpu_per_call_us(&self) -> Option<f64> {
+        let cpu = self.broker_cpu?;
+        Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
+    }
+
+    /// One printed row.
+    pub fn row(&self, label: &str) -> String {
+        let cpu = self
+            .cpu_per_call_us()
+            .map_or("-".to_owned(), |us| format!("{us:.1}"));
+        let rss = self
+            .broker_rss_mib
+            .map_or("-".to_owned(), |mib| format!("{mib:.1}"));
+        format!(
+            "{label:<34} {:>10.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms  p99.9 {:>7.3} ms  cpu/call {:>6} µs  rss {:>5} MiB",
+            self.rate(),
+            self.ms(0.5),
+            self.ms(0.99),
+            self.ms(0.999),
+            cpu,
+            rss
+        )
+    }
+}
+
+/// An empty latency histogram (1 µs to 60 s, 3 significant digits).
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
+}

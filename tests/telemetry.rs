@@ -1,0 +1,487 @@
+//! One trace across agent → broker → MCP server, exported over OTLP to a collector of the test's
+//! own; the context in `_meta` and HTTP headers; and Prometheus metrics that count what was done.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{Broker, WAIT, demo_server, servers::HttpServer};
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+        trace_service_server::{TraceService, TraceServiceServer},
+    },
+    common::v1::any_value::Value as AnyValue,
+    trace::v1::{Span, span::SpanKind},
+};
+use prost::Message as _;
+use tokio::sync::watch;
+use toolbroker::proto;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// A span as the test looks at it.
+#[derive(Debug, Clone)]
+struct Seen {
+    service: String,
+    name: String,
+    kind: i32,
+    trace_id: String,
+    span_id: String,
+    parent: String,
+    attributes: HashMap<String, String>,
+}
+
+/// Everything a collector received.
+#[derive(Clone)]
+struct Collector {
+    spans: watch::Sender<Vec<Seen>>,
+}
+
+impl Collector {
+    fn new() -> (Self, watch::Receiver<Vec<Seen>>) {
+        let (spans, rx) = watch::channel(Vec::new());
+        (Self { spans }, rx)
+    }
+
+    fn take(&self, request: ExportTraceServiceRequest) {
+        let mut seen = Vec::new();
+        for resource in request.resource_spans {
+            let attributes = resource
+                .resource
+                .map(|r| attributes(&r.attributes))
+                .unwrap_or_default();
+            let service = attributes.get("service.name").cloned().unwrap_or_default();
+            for scope in resource.scope_spans {
+                seen.extend(scope.spans.iter().map(|span| self::seen(&service, span)));
+            }
+        }
+        self.spans.send_modify(|all| all.extend(seen));
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attributes(
+    list: &[opentelemetry_proto::tonic::common::v1::KeyValue],
+) -> HashMap<String, String> {
+    list.iter()
+        .map(|kv| {
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(AnyValue::StringValue(s)) => s.clone(),
+                Some(AnyValue::IntValue(i)) => i.to_string(),
+                Some(AnyValue::BoolValue(b)) => b.to_string(),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), value)
+        })
+        .collect()
+}
+
+fn seen(service: &str, span: &Span) -> Seen {
+    Seen {
+        service: service.to_owned(),
+        name: span.name.clone(),
+        kind: span.kind,
+        trace_id: hex(&span.trace_id),
+        span_id: hex(&span.span_id),
+        parent: hex(&span.parent_span_id),
+        attributes: attributes(&span.attributes),
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.take(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// An OTLP/gRPC collector on a free port.
+async fn grpc_collector() -> (String, watch::Receiver<Vec<Seen>>) {
+    let (collector, spans) = Collector::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    (format!("http://{addr}"), spans)
+}
+
+/// An OTLP/HTTP (protobuf) collector on a free port.
+async fn http_collector() -> (String, watch::Receiver<Vec<Seen>>) {
+    let (collector, spans) = Collector::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| async move {
+            collector.take(ExportTraceServiceRequest::decode(body).unwrap());
+            ExportTraceServiceResponse::default().encode_to_vec()
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (format!("http://{addr}"), spans)
+}
+
+/// Waits until the collector has a span `matches` accepts.
+async fn span(
+    spans: &mut watch::Receiver<Vec<Seen>>,
+    what: &str,
+    matches: impl Fn(&Seen) -> bool,
+) -> Seen {
+    let arrived = tokio::time::timeout(WAIT, spans.wait_for(|all| all.iter().any(&matches)))
+        .await
+        .is_ok();
+    let all = spans.borrow();
+    assert!(arrived, "no span {what}; got {all:#?}");
+    all.iter().find(|s| matches(s)).cloned().expect("arrived")
+}
+
+fn traced_call(name: &str) -> tonic::Request<proto::CallToolRequest> {
+    let mut request = tonic::Request::new(proto::CallToolRequest {
+        name: name.into(),
+        arguments_json: "{}".into(),
+        ..Default::default()
+    });
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    request
+        .metadata_mut()
+        .insert("baggage", "tenant=acme".parse().unwrap());
+    request
+}
+
+fn otlp_env(endpoint: &str, protocol: &'static str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_owned()),
+        // Export within 100 ms instead of the default 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+    ]
+}
+
+async fn traced_broker(env: &[(&'static str, String)]) -> Broker {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let broker =
+        Broker::start_with_env(&format!("servers:\n{}", demo_server("demo", "")), &env).await;
+    broker.wait_ready().await;
+    broker
+}
+
+#[tokio::test]
+async fn one_trace_spans_agent_broker_and_mcp_server() {
+    let (endpoint, mut spans) = grpc_collector().await;
+    let broker = traced_broker(&otlp_env(&endpoint, "grpc")).await;
+    let response = broker
+        .client
+        .clone()
+        .call_tool(traced_call("echo_meta"))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let server = span(&mut spans, "CallTool", |s| {
+        s.name == "toolbroker.v1.ToolBroker/CallTool"
+    })
+    .await;
+    assert_eq!(
+        (server.trace_id.as_str(), server.parent.as_str()),
+        (TRACE_ID, CALLER_SPAN)
+    );
+    assert_eq!(server.kind, SpanKind::Server as i32);
+    assert_eq!(server.service, "toolbroker");
+    for (key, want) in [
+        ("rpc.system", "grpc"),
+        ("rpc.service", "toolbroker.v1.ToolBroker"),
+        ("rpc.method", "CallTool"),
+        ("rpc.grpc.status_code", "0"),
+    ] {
+        assert_eq!(
+            server.attributes.get(key).map(String::as_str),
+            Some(want),
+            "{key}: {server:#?}"
+        );
+    }
+
+    let client = span(&mut spans, "tools/call", |s| {
+        s.kind == SpanKind::Client as i32
+    })
+    .await;
+    assert_eq!(client.name, "tools/call echo_meta");
+    assert_eq!(
+        (client.trace_id.as_str(), client.parent.as_str()),
+        (TRACE_ID, server.span_id.as_str())
+    );
+    for (key, want) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("gen_ai.tool.name", "echo_meta"),
+        ("network.transport", "pipe"),
+        ("toolbroker.server", "demo"),
+        ("mcp.protocol.version", "2025-11-25"),
+    ] {
+        assert_eq!(
+            client.attributes.get(key).map(String::as_str),
+            Some(want),
+            "{key}: {client:#?}"
+        );
+    }
+    assert!(client.attributes.contains_key("jsonrpc.request.id"));
+    assert!(
+        !client.attributes.contains_key("gen_ai.tool.call.arguments"),
+        "not recorded unless asked"
+    );
+
+    // The demo server got the client span as parent in `_meta`, and exported its own span.
+    let meta: serde_json::Value = serde_json::from_str(&response.text).unwrap();
+    let sent = meta["traceparent"].as_str().unwrap();
+    assert_eq!(sent, format!("00-{TRACE_ID}-{}-01", client.span_id));
+    assert_eq!(meta["baggage"], "tenant=acme");
+    let tool = span(&mut spans, "the demo's", |s| s.service == "toolbroker-demo").await;
+    assert_eq!(
+        (tool.trace_id.as_str(), tool.parent.as_str()),
+        (TRACE_ID, client.span_id.as_str())
+    );
+    assert_eq!(tool.kind, SpanKind::Server as i32);
+    eprintln!(
+        "SPAN TREE\n{TRACE_ID}\n└─ {} ({})\n   └─ {} ({})\n      └─ {} ({}, {})",
+        server.name,
+        server.span_id,
+        client.name,
+        client.span_id,
+        tool.name,
+        tool.span_id,
+        tool.service
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_and_recorded_arguments_show_on_spans_over_otlp_http() {
+    let (endpoint, mut spans) = http_collector().await;
+    let mut env = otlp_env(&endpoint, "http/protobuf");
+    env.push(("OTEL_SERVICE_NAME", "broker-under-test".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let config = format!(
+        "record_arguments: true\nservers:\n{}",
+        demo_server("demo", "")
+    );
+    let broker = Broker::start_with_env(&config, &env).await;
+    broker.wait_ready().await;
+    let mut request = traced_call("fail");
+    request.get_mut().arguments_json = r#"{"message": "no disk"}"#.into();
+    broker.client.clone().call_tool(request).await.unwrap();
+
+    let client = span(&mut spans, "tools/call fail", |s| {
+        s.name == "tools/call fail" && s.kind == SpanKind::Client as i32
+    })
+    .await;
+    assert_eq!(
+        client.attributes.get("error.type").map(String::as_str),
+        Some("tool_error")
+    );
+    assert_eq!(
+        client
+            .attributes
+            .get("gen_ai.tool.call.arguments")
+            .map(String::as_str),
+        Some(r#"{"message":"no disk"}"#)
+    );
+    assert!(client.attributes["gen_ai.tool.call.result"].contains("no disk"));
+    let server = span(&mut spans, "CallTool", |s| s.name.ends_with("/CallTool")).await;
+    assert_eq!(
+        server.service, "broker-under-test",
+        "OTEL_SERVICE_NAME is honoured"
+    );
+}
+
+#[tokio::test]
+async fn without_otlp_the_callers_context_reaches_the_server_in_meta_and_headers() {
+    let http = HttpServer::demo("streamable-http", None).await;
+    let config = format!(
+        "servers:\n{}  - name: remote\n    url: {}\n    prefix: r_\n",
+        demo_server("demo", ""),
+        http.url
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let caller = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    for tool in ["echo_meta", "r_echo_meta"] {
+        let response = broker
+            .client
+            .clone()
+            .call_tool(traced_call(tool))
+            .await
+            .unwrap()
+            .into_inner();
+        let texts: Vec<&str> = response
+            .content
+            .iter()
+            .filter_map(|c| match &c.kind {
+                Some(proto::content::Kind::Text(t)) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let meta: serde_json::Value = serde_json::from_str(texts[0]).unwrap();
+        assert_eq!(meta["traceparent"], caller, "{tool}: passed on unchanged");
+        if tool == "r_echo_meta" {
+            let headers: serde_json::Value = serde_json::from_str(texts[1]).unwrap();
+            assert_eq!(
+                headers["http_headers"]["traceparent"], caller,
+                "and as an HTTP header"
+            );
+            assert_eq!(headers["http_headers"]["baggage"], "tenant=acme");
+        }
+    }
+}
+
+#[tokio::test]
+async fn nothing_is_exported_when_otlp_is_disabled() {
+    let (endpoint, spans) = grpc_collector().await;
+    let mut env = otlp_env(&endpoint, "grpc");
+    env.push(("OTEL_SDK_DISABLED", "true".into()));
+    let broker = traced_broker(&env).await;
+    broker
+        .client
+        .clone()
+        .call_tool(traced_call("echo_meta"))
+        .await
+        .unwrap();
+    // Shutting down flushes whatever was buffered: after it, the collector has seen all.
+    assert!(broker.terminate().await.success());
+    assert!(
+        spans.borrow().is_empty(),
+        "spans arrived: {:#?}",
+        spans.borrow()
+    );
+}
+
+/// The value of one Prometheus sample, found by its name and labels.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter(|l| l[name.len()..].starts_with(['{', ' ']))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_what_was_done() {
+    let config = format!(
+        "metrics_listen: 127.0.0.1:0\nservers:\n{}",
+        demo_server("demo", "")
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let line = broker
+        .wait_for_log("the metrics address", |l| {
+            l["message"] == "metrics listening"
+        })
+        .await;
+    let url = format!("http://{}/metrics", line["addr"].as_str().unwrap());
+    for _ in 0..3 {
+        broker.text("echo", r#"{"message": "m"}"#).await;
+    }
+    assert!(broker.call("fail", "{}").await.unwrap().is_error);
+    assert!(broker.call("nope", "{}").await.is_err());
+    let _watch = broker
+        .client
+        .clone()
+        .watch(proto::WatchRequest::default())
+        .await
+        .unwrap();
+
+    toolbroker::upstream::install_tls_provider();
+    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    let op = "mcp_client_operation_duration_seconds_count";
+    assert_eq!(
+        sample(&text, op, &[("gen_ai_tool_name", "echo")]),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            op,
+            &[("gen_ai_tool_name", "fail"), ("error_type", "tool_error")]
+        ),
+        Some(1.0)
+    );
+    let rpc = "rpc_server_call_duration_seconds_count";
+    assert_eq!(
+        sample(
+            &text,
+            rpc,
+            &[("rpc_method", "CallTool"), ("rpc_grpc_status_code", "Ok")]
+        ),
+        Some(4.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            rpc,
+            &[
+                ("rpc_method", "CallTool"),
+                ("rpc_grpc_status_code", "NotFound")
+            ]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolbroker_server_state",
+            &[("toolbroker_server", "demo"), ("state", "ready")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolbroker_server_state",
+            &[("toolbroker_server", "demo"), ("state", "failed")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolbroker_server_tools",
+            &[("toolbroker_server", "demo")]
+        ),
+        Some(11.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolbroker_calls_in_flight",
+            &[("toolbroker_server", "demo")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "toolbroker_watch_subscribers", &[]),
+        Some(1.0)
+    );
+    assert!(sample(&text, "toolbroker_catalog_revision", &[]).is_some_and(|r| r > 0.0));
+    assert!(
+        sample(&text, "process_resident_memory_bytes", &[]).is_some_and(|b| b > 1e6),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE mcp_client_operation_duration_seconds histogram"));
+}
