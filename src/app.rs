@@ -1,32 +1,34 @@
 //! The composition root: config → bind → start supervisors → serve, reloading on request →
 //! shut down in order.
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use tokio::{
     net::TcpListener,
     signal::unix::{SignalKind, signal},
     sync::{mpsc, watch},
-    task::JoinHandle,
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tonic::transport::{Server, server::TcpIncoming};
 
 use crate::{
+    auth::{Credentials, Gate},
     broker::Broker,
     config_file::Loaded,
     domain::config::Config,
-    grpc::{observe, service::BrokerService},
+    grpc::{server, service::BrokerService},
     health::Health,
-    proto,
-    proto::tool_broker_server::ToolBrokerServer,
+    reload::Renewable,
     reload::{self, FileWatch, LiveConfig, Trigger},
+    tls,
     upstream::{
         fleet::{Fleet, policy},
         supervisor::initial_condition,
     },
 };
+
+/// How long the server gets to close its connections once the calls are done.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Where the broker listens when neither `--listen` nor the config says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
@@ -63,14 +65,33 @@ pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result
     health.update(&broker.snapshot(), config.readiness).await;
     tasks.spawn(health.follow(broker.clone(), readiness_rx, draining.clone()));
 
-    let service = std::sync::Arc::new(BrokerService::new(broker, draining.clone()));
-    let mut server = tokio::spawn(grpc_server(
-        service,
-        health_service,
-        listener,
+    let gate = Gate::new(Credentials::load(&config.auth).map_err(anyhow::Error::msg)?);
+    let (tls, certs) = match &config.tls {
+        Some(files) => {
+            let (acceptor, certs) = tls::acceptor(files, config.auth.client_ca.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            (Some(acceptor), Some(certs))
+        }
+        None => (None, None),
+    };
+    let service = Arc::new(BrokerService::new(
+        broker,
         draining.clone(),
+        config.limits.max_response_bytes,
     ));
-    tracing::info!(addr = %local, "listening");
+    let closing = CancellationToken::new();
+    let parts = server::Parts {
+        service: service.clone(),
+        health: health_service,
+        gate: gate.clone(),
+        reflection: config.reflection,
+        limits: config.limits,
+        tls,
+    };
+    let mut server = tokio::spawn(server::serve(parts, listener, closing.clone()));
+    let scheme = if certs.is_some() { "https" } else { "http" };
+    tracing::info!(addr = %local, scheme, auth = config.auth.enabled(), "listening");
+    let secrets = Renewable { gate, certs };
 
     let (triggers, mut reloads) = mpsc::unbounded_channel();
     tasks.spawn(reload::forward_sighup(triggers.clone(), draining.clone()));
@@ -94,12 +115,19 @@ pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result
                 anyhow::bail!("the gRPC server stopped by itself");
             }
             Some(trigger) = reloads.recv() => match live.as_mut() {
-                Some(live) => live.reload(trigger, &mut fleet, &readiness).await,
+                Some(live) => live.reload(trigger, &mut fleet, &readiness, &secrets).await,
                 None => tracing::info!("no config file to reload: serving the built-in demo"),
             },
         }
     };
-    drain(&draining, &mut server, grace).await;
+    drain(&draining, &service, grace).await;
+    closing.cancel();
+    if tokio::time::timeout(CLOSE_DEADLINE, &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+    }
     fleet.stop().await;
     tasks.close();
     tasks.wait().await;
@@ -113,19 +141,12 @@ fn shutdown_grace(live: &Option<LiveConfig>, initial: &Config, signal: &str) -> 
     live.as_ref().map_or(initial, |l| &l.config).shutdown_grace
 }
 
-/// Ends Watch streams and health, refuses new calls, and gives calls in flight `grace`.
-async fn drain(
-    draining: &CancellationToken,
-    server: &mut JoinHandle<anyhow::Result<()>>,
-    grace: Duration,
-) {
+/// Ends Watch streams and health, refuses new calls (UNAVAILABLE), and gives calls in flight
+/// `grace` to finish.
+async fn drain(draining: &CancellationToken, service: &BrokerService, grace: Duration) {
     draining.cancel();
-    match tokio::time::timeout(grace, &mut *server).await {
-        Ok(_) => {}
-        Err(_) => {
-            tracing::warn!("calls still running after {grace:?}; stopping anyway");
-            server.abort();
-        }
+    if tokio::time::timeout(grace, service.idle()).await.is_err() {
+        tracing::warn!("calls still running after {grace:?}; stopping anyway");
     }
 }
 
@@ -137,36 +158,4 @@ fn watch_config(path: &Path, triggers: mpsc::UnboundedSender<Trigger>) -> Option
             None
         }
     }
-}
-
-/// Reflection describes our service and health (grpcurl needs both to be describable).
-fn reflection() -> tonic_reflection::server::Builder<'static> {
-    tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-}
-
-/// The gRPC server (ToolBroker, health, reflection) until `draining`, then until its calls end.
-async fn grpc_server(
-    service: std::sync::Arc<BrokerService>,
-    health: tonic_health::pb::health_server::HealthServer<
-        impl tonic_health::pb::health_server::Health,
-    >,
-    listener: TcpListener,
-    draining: CancellationToken,
-) -> anyhow::Result<()> {
-    let v1alpha = reflection().build_v1alpha()?;
-    let v1 = reflection().build_v1()?;
-    Server::builder()
-        .trace_fn(observe::server_span)
-        .add_service(ToolBrokerServer::new(service))
-        .add_service(health)
-        .add_service(v1)
-        .add_service(v1alpha)
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            draining.cancelled_owned(),
-        )
-        .await
-        .context("the gRPC server failed")
 }

@@ -179,6 +179,13 @@ impl Broker {
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
         let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
+        let unusable = |why: &str| {
+            tracing::warn!(server = %tool.server, tool = %tool.name, %why,
+                "the tool's input schema cannot be compiled; its arguments pass unchecked");
+        };
+        tool.spec
+            .check_arguments(&arguments, unusable)
+            .map_err(CallError::InvalidArguments)?;
         let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
         let result = upstream
             .call(&tool.spec.original, arguments, timeout, trace)

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::domain::config::{self, Config, ConfigErrors};
+use crate::domain::config::{self, Config, ConfigError, ConfigErrors};
 
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +49,13 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
         source,
     })?;
     let config = parse(&shown, &text)?;
+    // Token files are part of the config: an unreadable one is a config mistake.
+    if let Err(reason) = crate::auth::Credentials::load(&config.auth) {
+        return Err(LoadError::Invalid {
+            path: shown,
+            errors: ConfigErrors(vec![ConfigError::new("auth.tokens", reason)]),
+        });
+    }
     Ok(Loaded {
         config,
         file: Some((path.to_owned(), text)),

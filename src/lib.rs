@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod auth;
 pub mod broker;
 pub mod cli;
 pub mod client;
@@ -19,4 +20,5 @@ pub mod metrics;
 pub mod proto;
 pub mod reload;
 pub mod telemetry;
+pub mod tls;
 pub mod upstream;

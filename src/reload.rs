@@ -10,9 +10,13 @@ use std::{
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer, notify};
 use tokio::sync::{mpsc, watch};
 
+use std::sync::Arc;
+
 use crate::{
+    auth::{Credentials, Gate},
     config_file::{self, LoadError},
     domain::{config::Config, state::Readiness},
+    tls::CertReloader,
     upstream::fleet::Fleet,
 };
 
@@ -26,6 +30,32 @@ pub enum Trigger {
     Signal,
     /// The file or its directory changed.
     FileChanged,
+}
+
+/// What a reload renews besides the servers: the accepted tokens (files are read again) and the
+/// listener's certificate.
+pub struct Renewable {
+    /// The auth gate.
+    pub gate: Gate,
+    /// The TLS certificate, when the listener speaks TLS.
+    pub certs: Option<Arc<CertReloader>>,
+}
+
+impl Renewable {
+    fn renew(&self, config: &Config) {
+        match Credentials::load(&config.auth) {
+            Ok(credentials) => self.gate.replace(credentials),
+            Err(error) => tracing::warn!(%error, "tokens not reloaded; the old ones stay valid"),
+        }
+        if let Some(certs) = &self.certs {
+            match certs.reload() {
+                Ok(()) => tracing::info!("TLS certificate reloaded"),
+                Err(error) => {
+                    tracing::warn!(%error, "TLS certificate not reloaded; the old one stays")
+                }
+            }
+        }
+    }
 }
 
 /// The configuration in force and the file it came from.
@@ -53,6 +83,7 @@ impl LiveConfig {
         trigger: Trigger,
         fleet: &mut Fleet,
         readiness: &watch::Sender<Readiness>,
+        renewable: &Renewable,
     ) {
         let shown = self.path.display().to_string();
         let text = match std::fs::read_to_string(&self.path) {
@@ -67,6 +98,7 @@ impl LiveConfig {
         }
         match config_file::parse(&shown, &text) {
             Ok(config) => {
+                renewable.renew(&config);
                 readiness.send_replace(config.readiness);
                 crate::telemetry::record_arguments(config.record_arguments);
                 self.apply(config, text, fleet).await;

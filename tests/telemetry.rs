@@ -174,8 +174,13 @@ fn otlp_env(endpoint: &str, protocol: &'static str) -> Vec<(&'static str, String
 
 async fn traced_broker(env: &[(&'static str, String)]) -> Broker {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let broker =
-        Broker::start_with_env(&format!("servers:\n{}", demo_server("demo", "")), &env).await;
+    // The demo server exports its own span only if it sees the OTEL_* variables: children get a
+    // minimal environment unless they inherit the broker's.
+    let config = format!(
+        "servers:\n{}",
+        demo_server("demo", "    inherit_env: true\n")
+    );
+    let broker = Broker::start_with_env(&config, &env).await;
     broker.wait_ready().await;
     broker
 }

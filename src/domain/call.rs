@@ -58,6 +58,27 @@ pub enum CallError {
         /// The server's message.
         message: String,
     },
+    /// The server is busy: all its call slots are taken and its queue is full, or no slot
+    /// freed up in time.
+    #[error("server {server:?} is overloaded: {reason}")]
+    Overloaded {
+        /// The server.
+        server: ServerName,
+        /// Which limit, and what to do about it.
+        reason: String,
+    },
+    /// The server sent a result over `limits.max_result_bytes`.
+    #[error(
+        "server {server:?} sent a result over the {limit}-byte limit (limits.max_result_bytes); {consequence}"
+    )]
+    ResultTooLarge {
+        /// The server.
+        server: ServerName,
+        /// The limit in bytes.
+        limit: usize,
+        /// What happened to the session.
+        consequence: &'static str,
+    },
     /// The server broke the protocol (an answer that is not a tool result, bad base64, ...).
     #[error("server {server:?} sent an invalid result: {reason}")]
     BadResult {

@@ -1,6 +1,6 @@
 //! A tool as the broker holds it: what its server declared, converted once on discovery. Pure.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -25,7 +25,7 @@ pub struct Annotations {
 }
 
 /// One tool as its server declared it, with everything derived from it computed once.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// The name on the server.
     pub original: ToolName,
@@ -41,6 +41,38 @@ pub struct ToolSpec {
     pub params: Arc<[Param]>,
     /// Behaviour hints.
     pub annotations: Annotations,
+    /// The input schema's validator, compiled on first use: once per tool revision.
+    validator: Arc<OnceLock<SchemaCheck>>,
+}
+
+/// What the input schema can check.
+enum SchemaCheck {
+    Ready(Box<jsonschema::Validator>),
+    /// The validator cannot compile this schema (why): arguments pass unchecked.
+    Unusable(String),
+}
+
+impl std::fmt::Debug for SchemaCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchemaCheck::Ready(_) => f.write_str("Ready"),
+            SchemaCheck::Unusable(why) => write!(f, "Unusable({why:?})"),
+        }
+    }
+}
+
+/// How many schema violations a refusal lists.
+const MAX_VIOLATIONS: usize = 5;
+
+// Equality is about what the server declared; the compiled validator is a cache.
+impl PartialEq for ToolSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.original == other.original
+            && self.description == other.description
+            && self.input_schema == other.input_schema
+            && self.output_schema_json == other.output_schema_json
+            && self.annotations == other.annotations
+    }
 }
 
 impl ToolSpec {
@@ -64,6 +96,56 @@ impl ToolSpec {
             output_schema_json,
             params,
             annotations,
+            validator: Arc::default(),
+        }
+    }
+
+    /// Checks arguments against the input schema, naming each violation's path and rule. A
+    /// schema the validator cannot compile lets everything through (the server still checks);
+    /// `unusable` hears why, once, when that is first found.
+    pub fn check_arguments(
+        &self,
+        arguments: &Map<String, Value>,
+        unusable: impl FnOnce(&str),
+    ) -> Result<(), String> {
+        let mut compiled_now = false;
+        let check = self.validator.get_or_init(|| {
+            compiled_now = true;
+            match jsonschema::validator_for(&self.input_schema) {
+                Ok(validator) => SchemaCheck::Ready(Box::new(validator)),
+                Err(error) => SchemaCheck::Unusable(error.to_string()),
+            }
+        });
+        let validator = match check {
+            SchemaCheck::Ready(validator) => validator,
+            SchemaCheck::Unusable(why) => {
+                if compiled_now {
+                    unusable(why);
+                }
+                return Ok(());
+            }
+        };
+        let instance = Value::Object(arguments.clone());
+        let violations: Vec<String> = validator
+            .iter_errors(&instance)
+            .take(MAX_VIOLATIONS)
+            .map(|error| {
+                let at = error.instance_path().to_string();
+                let at = if at.is_empty() {
+                    "arguments".to_owned()
+                } else {
+                    format!("arguments{at}")
+                };
+                format!("{at}: {error}")
+            })
+            .collect();
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the arguments do not match the tool's input schema: {}",
+                violations.join("; ")
+            ))
         }
     }
 }
@@ -84,4 +166,80 @@ fn to_json(schema: &Map<String, Value>) -> Arc<str> {
     serde_json::to_string(schema)
         .expect("a map with string keys always serializes")
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(schema: Value) -> ToolSpec {
+        let Value::Object(schema) = schema else {
+            panic!("object schema")
+        };
+        ToolSpec::new(
+            ToolName::new("t"),
+            String::new(),
+            schema,
+            None,
+            Annotations::default(),
+        )
+    }
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("object")
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_schema() {
+        let tool = spec(json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+            "additionalProperties": false
+        }));
+        let refuse = |value| {
+            tool.check_arguments(&args(value), |_| panic!("compiles"))
+                .unwrap_err()
+        };
+        assert!(refuse(json!({})).contains(r#"arguments: "a" is a required property"#));
+        assert!(
+            refuse(json!({"a": "two"})).contains(r#"arguments/a: "two" is not of type "integer""#)
+        );
+        let extra = refuse(json!({"a": 1, "c": true}));
+        assert!(
+            extra.contains("Additional properties are not allowed"),
+            "{extra}"
+        );
+        assert!(
+            tool.check_arguments(&args(json!({"a": 1, "b": "x"})), |_| {})
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_schema_that_cannot_compile_lets_arguments_through_and_says_why_once() {
+        let tool = spec(
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/remote.json"}}}),
+        );
+        let mut warnings = Vec::new();
+        assert!(
+            tool.check_arguments(&args(json!({"a": 1})), |why| warnings.push(why.to_owned()))
+                .is_ok()
+        );
+        assert!(
+            tool.check_arguments(&args(json!({"a": 2})), |why| warnings.push(why.to_owned()))
+                .is_ok()
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn equality_ignores_the_compiled_validator() {
+        let one = spec(json!({"type": "object"}));
+        let two = spec(json!({"type": "object"}));
+        one.check_arguments(&Map::new(), |_| {}).unwrap();
+        assert_eq!(one, two);
+    }
 }

@@ -4,5 +4,8 @@
 pub mod convert;
 mod deadline;
 pub mod observe;
+pub mod server;
 pub mod service;
 pub mod status;
+mod visibility;
+mod watch;

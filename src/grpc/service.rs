@@ -5,15 +5,16 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use futures::Stream;
-use tokio::sync::broadcast::{self, error::RecvError};
+use futures::{Stream, StreamExt as _};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::{convert, deadline, observe::observe, status};
+use super::{convert, deadline, observe::observe, status, visibility::Visibility, watch::Watcher};
 use crate::{
-    broker::{Broker, Snapshot, WatcherGuard},
-    domain::{call::RawArguments, catalog::Event},
+    auth,
+    broker::{Broker, Snapshot},
+    domain::call::RawArguments,
     proto::{self, tool_broker_server::ToolBroker},
     telemetry::context::TraceHeaders,
 };
@@ -22,7 +23,25 @@ use crate::{
 pub struct BrokerService {
     broker: Broker,
     stop: CancellationToken,
+    max_response_bytes: usize,
     tools: Mutex<Option<ToolCache>>,
+    in_flight: watch::Sender<usize>,
+}
+
+/// Counts a CallTool while it runs, so that shutdown can wait for the calls in flight.
+struct Running<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Running<'a> {
+    fn start(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 /// The proto form of every tool, built once per catalog revision.
@@ -32,36 +51,45 @@ struct ToolCache {
     tools: Arc<Vec<proto::Tool>>,
 }
 
-/// Only the servers a request names; all when it names none.
-struct ServerFilter(Vec<String>);
-
-impl ServerFilter {
-    /// Checks that every named server exists.
-    fn new(servers: Vec<String>, snapshot: &Snapshot) -> Result<Self, Status> {
-        if let Some(unknown) = servers
-            .iter()
-            .find(|name| snapshot.catalog.server(name).is_none())
-        {
-            return Err(Status::not_found(format!(
-                "unknown server {unknown:?}; ListServers shows the configured servers"
-            )));
-        }
-        Ok(Self(servers))
-    }
-
-    fn allows(&self, server: &str) -> bool {
-        self.0.is_empty() || self.0.iter().any(|s| s == server)
-    }
-}
-
 impl BrokerService {
-    /// A service over `broker`; `stop` ends Watch streams at shutdown.
-    pub fn new(broker: Broker, stop: CancellationToken) -> Self {
+    /// A service over `broker`; `stop` ends Watch streams at shutdown; no response may exceed
+    /// `max_response_bytes`.
+    pub fn new(broker: Broker, stop: CancellationToken, max_response_bytes: usize) -> Self {
         Self {
             broker,
             stop,
+            max_response_bytes,
             tools: Mutex::new(None),
+            in_flight: watch::channel(0).0,
         }
+    }
+
+    /// Resolves once no CallTool is running (new ones are refused once `stop` is cancelled).
+    pub async fn idle(&self) {
+        let mut count = self.in_flight.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    pub(super) fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    /// Resolves when the broker starts shutting down.
+    pub(super) async fn stopping(&self) {
+        self.stop.cancelled().await
+    }
+
+    /// The message, or RESOURCE_EXHAUSTED when it is over `limits.max_response_bytes`.
+    pub(super) fn within_limit<M: prost::Message>(&self, message: M) -> Result<M, Status> {
+        let size = message.encoded_len();
+        if size > self.max_response_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "the response would be {size} bytes, over limits.max_response_bytes ({}); \
+                 ask for fewer servers or raise the limit",
+                self.max_response_bytes
+            )));
+        }
+        Ok(message)
     }
 
     /// Every tool in proto form for this snapshot's revision, converted at most once.
@@ -87,16 +115,50 @@ impl BrokerService {
         }
     }
 
+    pub(super) fn snapshot_event(
+        &self,
+        snapshot: &Snapshot,
+        visibility: &Visibility,
+    ) -> proto::WatchEvent {
+        let snapshot_message = proto::Snapshot {
+            tools: self.visible_tools(snapshot, visibility),
+            servers: snapshot
+                .catalog
+                .servers()
+                .filter(|view| visibility.server(view.name.as_str()))
+                .map(convert::server_status)
+                .collect(),
+        };
+        proto::WatchEvent {
+            revision: snapshot.catalog.revision(),
+            event: Some(proto::watch_event::Event::Snapshot(snapshot_message)),
+        }
+    }
+
+    fn visible_tools(&self, snapshot: &Snapshot, visibility: &Visibility) -> Vec<proto::Tool> {
+        let tools = self.proto_tools(snapshot);
+        if visibility.everything() {
+            return tools.as_ref().clone();
+        }
+        tools
+            .iter()
+            .filter(|t| visibility.tool(t))
+            .cloned()
+            .collect()
+    }
+
     /// CallTool: decode, ask the broker, encode; the error logged where it is handled.
     async fn call(
         &self,
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
+        let _running = Running::start(&self.in_flight);
         if self.stop.is_cancelled() {
             return Err(Status::unavailable(
                 "the broker is shutting down; retry on another instance",
             ));
         }
+        let caller = auth::caller(&request);
         let deadline = deadline::from_metadata(request.metadata());
         let trace = TraceHeaders::from_lookup(|name| {
             request
@@ -107,8 +169,14 @@ impl BrokerService {
                 .map(str::to_owned)
         });
         let request = request.into_inner();
-        let span = tracing::Span::current();
-        span.record("tool", request.name.as_str());
+        tracing::Span::current().record("tool", request.name.as_str());
+        if !caller.may_use(&request.name) {
+            tracing::debug!(tool = %request.name, caller = %caller.name, "call denied");
+            return Err(Status::permission_denied(format!(
+                "the token {:?} may not call {:?} (auth.tokens[].tools)",
+                caller.name, request.name
+            )));
+        }
         let outcome = async {
             let arguments = RawArguments {
                 structured: request.arguments.map(convert::struct_to_json).transpose()?,
@@ -122,7 +190,7 @@ impl BrokerService {
             convert::call_response(&called.server, called.result)
         };
         match outcome.await {
-            Ok(response) => Ok(Response::new(response)),
+            Ok(response) => Ok(Response::new(self.within_limit(response)?)),
             Err(error) => {
                 if status::is_caller_mistake(&error) {
                     tracing::debug!(tool = %request.name, %error, "call refused");
@@ -132,34 +200,6 @@ impl BrokerService {
                 Err(status::from_call_error(&error))
             }
         }
-    }
-
-    fn snapshot_event(&self, snapshot: &Snapshot, filter: &ServerFilter) -> proto::WatchEvent {
-        let snapshot_message = proto::Snapshot {
-            tools: self.filtered_tools(snapshot, filter),
-            servers: snapshot
-                .catalog
-                .servers()
-                .filter(|view| filter.allows(view.name.as_str()))
-                .map(convert::server_status)
-                .collect(),
-        };
-        proto::WatchEvent {
-            revision: snapshot.catalog.revision(),
-            event: Some(proto::watch_event::Event::Snapshot(snapshot_message)),
-        }
-    }
-
-    fn filtered_tools(&self, snapshot: &Snapshot, filter: &ServerFilter) -> Vec<proto::Tool> {
-        let tools = self.proto_tools(snapshot);
-        if filter.0.is_empty() {
-            return tools.as_ref().clone();
-        }
-        tools
-            .iter()
-            .filter(|t| filter.allows(&t.server))
-            .cloned()
-            .collect()
     }
 }
 
@@ -174,11 +214,13 @@ impl ToolBroker for Arc<BrokerService> {
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
         observe("ListTools", async {
             let snapshot = self.broker.snapshot();
-            let filter = ServerFilter::new(request.into_inner().servers, &snapshot)?;
-            Ok(Response::new(proto::ListToolsResponse {
-                tools: self.filtered_tools(&snapshot, &filter),
+            let caller = auth::caller(&request);
+            let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)?;
+            let response = proto::ListToolsResponse {
+                tools: self.visible_tools(&snapshot, &visibility),
                 revision: snapshot.catalog.revision(),
-            }))
+            };
+            Ok(Response::new(self.within_limit(response)?))
         })
         .await
     }
@@ -196,13 +238,14 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         request: Request<proto::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        let caller = auth::caller(&request);
         let (snapshot, events, guard) = self.broker.subscribe();
-        let filter = ServerFilter::new(request.into_inner().servers, &snapshot)?;
-        let first = self.snapshot_event(&snapshot, &filter);
+        let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)?;
+        let first = self.within_limit(self.snapshot_event(&snapshot, &visibility))?;
         let watcher = Watcher {
             service: self.clone(),
             events,
-            filter,
+            visibility,
             seen: snapshot.catalog.revision(),
             _guard: guard,
         };
@@ -225,47 +268,5 @@ impl ToolBroker for Arc<BrokerService> {
             Ok(Response::new(proto::ListServersResponse { servers }))
         })
         .await
-    }
-}
-
-use futures::StreamExt as _;
-
-/// One Watch stream's position: it has seen everything up to revision `seen`.
-struct Watcher {
-    service: Arc<BrokerService>,
-    events: broadcast::Receiver<Arc<Event>>,
-    filter: ServerFilter,
-    seen: u64,
-    /// Counts this stream while tonic holds it: a client that goes away drops it.
-    _guard: WatcherGuard,
-}
-
-impl Watcher {
-    /// The next event for this watcher; a fresh snapshot if it fell behind; none at shutdown.
-    async fn next(mut self) -> Option<(Result<proto::WatchEvent, Status>, Self)> {
-        loop {
-            let received = tokio::select! {
-                biased;
-                _ = self.service.stop.cancelled() => return None,
-                received = self.events.recv() => received,
-            };
-            match received {
-                Ok(event) if event.revision <= self.seen => continue,
-                Ok(event) => {
-                    self.seen = event.revision;
-                    if self.filter.allows(event.server().as_str()) {
-                        return Some((Ok(convert::watch_event(&event)), self));
-                    }
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::debug!(missed, "a watcher fell behind; sending a fresh snapshot");
-                    let snapshot = self.service.broker.snapshot();
-                    self.seen = snapshot.catalog.revision();
-                    let event = self.service.snapshot_event(&snapshot, &self.filter);
-                    return Some((Ok(event), self));
-                }
-                Err(RecvError::Closed) => return None,
-            }
-        }
     }
 }

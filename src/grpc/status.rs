@@ -16,6 +16,9 @@ pub fn from_call_error(error: &CallError) -> Status {
             Status::invalid_argument(message)
         }
         CallError::ServerError { .. } | CallError::BadResult { .. } => Status::internal(message),
+        CallError::Overloaded { .. } | CallError::ResultTooLarge { .. } => {
+            Status::resource_exhausted(message)
+        }
     }
 }
 
@@ -27,7 +30,9 @@ pub fn is_caller_mistake(error: &CallError) -> bool {
         CallError::NotReady { .. }
         | CallError::SessionLost { .. }
         | CallError::Timeout { .. }
-        | CallError::BadResult { .. } => false,
+        | CallError::BadResult { .. }
+        | CallError::Overloaded { .. }
+        | CallError::ResultTooLarge { .. } => false,
     }
 }
 
@@ -84,6 +89,21 @@ mod tests {
                     reason: "r".into(),
                 },
                 Code::Internal,
+            ),
+            (
+                CallError::Overloaded {
+                    server: server.clone(),
+                    reason: "r".into(),
+                },
+                Code::ResourceExhausted,
+            ),
+            (
+                CallError::ResultTooLarge {
+                    server: server.clone(),
+                    limit: 1,
+                    consequence: "c",
+                },
+                Code::ResourceExhausted,
             ),
         ];
         for (error, code) in cases {

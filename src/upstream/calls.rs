@@ -3,7 +3,10 @@
 //! caller goes away.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -16,13 +19,17 @@ use rmcp::{
     service::{Peer, PeerRequestOptions},
 };
 use serde_json::{Map, Value};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tracing::{Instrument as _, Span, field};
 
-use super::classify;
+use super::{
+    classify,
+    stdout_guard::{Fault, Verdict},
+};
 use crate::{
     domain::{
         call::CallError,
+        config::Concurrency,
         names::{ServerName, ToolName},
     },
     telemetry::{self, context::TraceHeaders, semconv},
@@ -42,6 +49,76 @@ pub struct Upstream {
     pub(super) suspect: Arc<Notify>,
     /// What the client span says about the connection.
     pub(super) link: Link,
+    /// The server's call slots and queue.
+    pub(super) slots: Arc<Slots>,
+    /// Why the transport cut the server's stream, if it did (an over-long result).
+    pub(super) fault: Option<Verdict>,
+    /// `limits.max_result_bytes`, for messages.
+    pub(super) max_result_bytes: usize,
+}
+
+/// Calls running on a server and calls waiting for a slot.
+#[derive(Debug)]
+pub struct Slots {
+    running: Semaphore,
+    waiting: AtomicUsize,
+    limits: Concurrency,
+}
+
+impl Slots {
+    /// Slots as the server's `concurrency` says.
+    pub fn new(limits: Concurrency) -> Self {
+        Self {
+            running: Semaphore::new(limits.max_calls),
+            waiting: AtomicUsize::new(0),
+            limits,
+        }
+    }
+
+    /// A slot at once, or after waiting in the queue; refused when the queue is full or the
+    /// wait too long.
+    async fn take(&self, server: &ServerName) -> Result<SemaphorePermit<'_>, CallError> {
+        if let Ok(permit) = self.running.try_acquire() {
+            return Ok(permit);
+        }
+        let limits = self.limits;
+        let overloaded = |reason: String| CallError::Overloaded {
+            server: server.clone(),
+            reason,
+        };
+        let _waiting = Waiting::join(&self.waiting);
+        if self.waiting.load(Ordering::Relaxed) > limits.max_queued {
+            return Err(overloaded(format!(
+                "the queue is full: {} running and {} waiting calls (max_concurrent_calls, max_queued_calls); retry later",
+                limits.max_calls, limits.max_queued
+            )));
+        }
+        match tokio::time::timeout(limits.queue_timeout, self.running.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => unreachable!("the semaphore is never closed"),
+            Err(_) => Err(overloaded(format!(
+                "no call slot freed up within {} (max_concurrent_calls {}, queue_timeout); retry later",
+                humantime::format_duration(limits.queue_timeout),
+                limits.max_calls
+            ))),
+        }
+    }
+}
+
+/// Counts a call in the queue while it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn join(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The connection, as the MCP semantic conventions describe it.
@@ -83,11 +160,14 @@ impl Upstream {
         TraceHeaders::for_request(trace, &span).write_to(&mut meta);
         let params = CallToolRequestParams::new(tool.as_str().to_owned()).with_arguments(arguments);
         let started = Instant::now();
-        let _in_flight = InFlight::new(&self.server);
-        let result = self
-            .send(params, meta, timeout, &span)
-            .instrument(span.clone())
-            .await;
+        let result = async {
+            let _slot = self.slots.take(&self.server).await?;
+            let _in_flight = InFlight::new(&self.server);
+            self.send(params, meta, timeout, &span).await
+        }
+        .instrument(span.clone())
+        .await;
+        let result = result.map_err(|error| self.blame_size(error));
         let error_type = match &result {
             Ok(result) if result.is_error == Some(true) => Some("tool_error"),
             Ok(_) => None,
@@ -98,6 +178,34 @@ impl Upstream {
             self.suspect.notify_one();
         }
         result
+    }
+
+    /// A session lost because the server's stream carried a result over the limit is the
+    /// result's fault: say so (RESOURCE_EXHAUSTED), not just that the connection went.
+    fn blame_size(&self, error: CallError) -> CallError {
+        let too_long = self
+            .fault
+            .as_ref()
+            .and_then(Verdict::fault)
+            .is_some_and(|fault| matches!(fault, Fault::TooLong(_)));
+        match error {
+            CallError::SessionLost { server, .. } if too_long => CallError::ResultTooLarge {
+                server,
+                limit: self.max_result_bytes,
+                consequence: "the session was dropped and is being restarted",
+            },
+            // `classify` cannot know the limit; this handle does.
+            CallError::ResultTooLarge {
+                server,
+                consequence,
+                ..
+            } => CallError::ResultTooLarge {
+                server,
+                limit: self.max_result_bytes,
+                consequence,
+            },
+            other => other,
+        }
     }
 
     /// The MCP client span, named `{mcp.method.name} {target}` as the MCP semantic conventions
@@ -211,6 +319,8 @@ fn error_kind(error: &CallError) -> &'static str {
         CallError::Timeout { .. } => "timeout",
         CallError::ServerError { .. } => "jsonrpc_error",
         CallError::BadResult { .. } => "bad_result",
+        CallError::Overloaded { .. } => "overloaded",
+        CallError::ResultTooLarge { .. } => "result_too_large",
     }
 }
 

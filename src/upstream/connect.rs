@@ -44,7 +44,7 @@ pub async fn start(spec: &ServerSpec) -> Result<Started, UpstreamError> {
 }
 
 async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, UpstreamError> {
-    let (mut child, pipes) = process::spawn(&spec.name, stdio)?;
+    let (mut child, pipes) = process::spawn(&spec.name, stdio, spec.max_result_bytes)?;
     let tail = child.stderr_tail();
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
@@ -59,7 +59,8 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, Up
     };
     match tokio::time::timeout(spec.init_timeout, startup).await {
         Ok(Ok((service, tools))) => {
-            let session = Session::new(service, Some(child), tools_changed, "stdio");
+            let fault = Some(child.stdout_verdict());
+            let session = Session::new(service, Some(child), tools_changed, "stdio", fault);
             Ok((session, tools))
         }
         Ok(Err(reason)) => Err(fail(child, &tail, reason).await),
@@ -96,17 +97,30 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Upstr
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
     let server = spec.name.to_string();
     let mode = match http.mode {
-        HttpMode::Auto => detect(&client, &url, &headers, handler.get_info(), server)
-            .await
-            .map_err(UpstreamError::Startup)?,
+        HttpMode::Auto => detect(
+            &client,
+            &url,
+            &headers,
+            handler.get_info(),
+            server,
+            spec.max_result_bytes,
+        )
+        .await
+        .map_err(UpstreamError::Startup)?,
         HttpMode::StreamableHttp => Detected::StreamableHttp,
         HttpMode::Sse => Detected::Sse(Box::new(
-            sse::connect(client.clone(), &url, headers.clone(), server)
-                .await
-                .map_err(UpstreamError::Startup)?,
+            sse::connect(
+                client.clone(),
+                &url,
+                headers.clone(),
+                server,
+                spec.max_result_bytes,
+            )
+            .await
+            .map_err(UpstreamError::Startup)?,
         )),
     };
-    let (service, transport) = match mode {
+    let (service, transport, fault) = match mode {
         Detected::StreamableHttp => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(
@@ -116,16 +130,27 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Upstr
                         .collect(),
                 );
             config.retry_config = Arc::new(resume_policy());
+            // A result over the limit ends its call, not the broker's memory.
+            config.max_sse_event_size = spec.max_result_bytes;
+            config.max_json_response_size = spec.max_result_bytes;
             let transport =
                 StreamableHttpClientTransport::with_client(TracedClient(client), config);
-            (initialize(handler, transport).await?, "streamable-http")
+            (
+                initialize(handler, transport).await?,
+                "streamable-http",
+                None,
+            )
         }
-        Detected::Sse(transport) => (initialize(handler, *transport).await?, "sse"),
+        Detected::Sse(transport) => {
+            let fault = Some(transport.verdict());
+            (initialize(handler, *transport).await?, "sse", fault)
+        }
     };
     let tools = listing::list_tools(service.peer())
         .await
         .map_err(UpstreamError::Startup)?;
-    Ok((Session::new(service, None, tools_changed, transport), tools))
+    let session = Session::new(service, None, tools_changed, transport, fault);
+    Ok((session, tools))
 }
 
 /// A broken response stream is resumed once (after the server's `retry` hint, as SEP-1699 asks)

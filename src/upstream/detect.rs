@@ -28,6 +28,7 @@ pub async fn detect(
     headers: &HeaderMap,
     info: ClientConfig,
     server: String,
+    max_event: usize,
 ) -> Result<Detected, String> {
     let probe = ClientJsonRpcMessage::request(
         ClientRequest::InitializeRequest(InitializeRequest::new(info)),
@@ -52,7 +53,7 @@ pub async fn detect(
             Ok(Detected::StreamableHttp)
         }
         StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
-            match sse::connect(client.clone(), url, headers.clone(), server).await {
+            match sse::connect(client.clone(), url, headers.clone(), server, max_event).await {
                 Ok(transport) => Ok(Detected::Sse(Box::new(transport))),
                 Err(sse_error) => Err(format!(
                     "the URL serves neither MCP transport: POST initialize answered HTTP {status} \

@@ -11,8 +11,8 @@ mod http;
 mod listing;
 pub mod process;
 mod session;
-mod sse;
-mod stdout_guard;
+pub mod sse;
+pub mod stdout_guard;
 pub mod supervisor;
 mod traced_http;
 
@@ -65,6 +65,17 @@ fn tail_note(stderr: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// Whether an HTTP transport refused a response over `max_json_response_size`.
+fn too_large(error: &rmcp::transport::DynamicTransportError) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    matches!(
+        error
+            .error
+            .downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+        Some(StreamableHttpError::ResponseBodyTooLarge { .. })
+    )
+}
+
 /// Part of the message rmcp 3.11's streamable HTTP client gives calls that were in flight when it
 /// had to re-initialize the session.
 const REINITIALIZED_DURING_CALL: &str = "session was re-initialized before the response arrived";
@@ -83,6 +94,13 @@ pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
                     .into(),
             }
         }
+        ServiceError::McpError(e) if e.message.starts_with(traced_http::RESULT_TOO_LARGE) => {
+            CallError::ResultTooLarge {
+                server,
+                limit: 0,
+                consequence: "the call failed; the session goes on",
+            }
+        }
         ServiceError::McpError(e) => CallError::ServerError {
             server,
             code: e.code.0,
@@ -93,6 +111,11 @@ pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
             detail: "the connection closed before the answer came (the call may or may not have \
                      run; it was not repeated)"
                 .into(),
+        },
+        ServiceError::TransportSend(error) if too_large(&error) => CallError::ResultTooLarge {
+            server,
+            limit: 0,
+            consequence: "the call failed; the session goes on",
         },
         ServiceError::TransportSend(error) => CallError::SessionLost {
             server,

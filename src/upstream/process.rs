@@ -86,6 +86,7 @@ pub struct ChildProcess {
 pub fn spawn(
     server: &ServerName,
     spec: &StdioSpec,
+    max_line: usize,
 ) -> Result<(ChildProcess, Pipes), UpstreamError> {
     let mut command = tokio::process::Command::new(&spec.command);
     command
@@ -93,6 +94,9 @@ pub fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if !spec.inherit_env {
+        command.env_clear().envs(minimal_env(std::env::vars()));
+    }
     for (key, value) in &spec.env {
         command.env(key, value.expose_secret());
     }
@@ -120,7 +124,7 @@ pub fn spawn(
         .take()
         .map(|pipe| tokio::spawn(log_stderr(server.clone(), pipe, tail.clone())));
     let verdict = Verdict::default();
-    let stdout = StdoutGuard::new(stdout, verdict.clone());
+    let stdout = StdoutGuard::new(stdout, max_line, verdict.clone());
     let process = ChildProcess {
         child,
         group,
@@ -130,6 +134,49 @@ pub fn spawn(
         exited: None,
     };
     Ok((process, Pipes { stdout, stdin }))
+}
+
+/// Variables a stdio server gets from the broker's environment unless `inherit_env` is set:
+/// what finding programs, files, locale, time, temp space, proxies and trust stores need, and
+/// none of the broker's own secrets. The server's `env` adds to these.
+const PASSED_ON: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "TERM",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "npm_config_cache",
+    "NPM_CONFIG_CACHE",
+];
+
+/// The part of `vars` a stdio server gets by default: [`PASSED_ON`] and the locale's `LC_*`.
+pub fn minimal_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    vars.filter(|(key, _)| PASSED_ON.contains(&key.as_str()) || key.starts_with("LC_"))
+        .collect()
 }
 
 /// Linux: the child gets SIGKILL when the broker dies, even by SIGKILL, so no server outlives
@@ -182,9 +229,14 @@ impl ChildProcess {
         self.tail.clone()
     }
 
-    /// Why its stdout was cut off, if it wrote something that is not JSON-RPC.
+    /// Why its stdout was cut off, if it was.
     pub fn stdout_fault(&self) -> Option<String> {
         self.verdict.reason()
+    }
+
+    /// The verdict of its stdout guard, to look at later.
+    pub fn stdout_verdict(&self) -> Verdict {
+        self.verdict.clone()
     }
 
     /// Waits until the process exits and says how it ended. Cancel-safe.
@@ -247,5 +299,29 @@ pub fn describe_exit(status: ExitStatus) -> String {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(signal)) => format!("was killed by signal {signal}"),
         (None, None) => format!("ended ({status})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_minimal_environment_keeps_what_programs_need_and_no_secrets() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("HOME", "/root"),
+            ("LC_TIME", "C"),
+            ("https_proxy", "http://proxy:3128"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("AGENT_TOKEN", "t0k3n"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=x"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let kept: Vec<String> = minimal_env(vars.into_iter())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(kept, ["PATH", "HOME", "LC_TIME", "https_proxy"]);
     }
 }

@@ -12,11 +12,12 @@ use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
     Upstream, UpstreamError,
-    calls::Link,
+    calls::{Link, Slots},
     connect,
     handler::Handler,
     http, listing,
     process::{ChildProcess, StderrTail},
+    stdout_guard::Verdict,
 };
 use crate::domain::{
     config::{ServerSpec, TransportSpec},
@@ -41,6 +42,8 @@ pub struct Session {
     pub description: String,
     /// The transport in use: "stdio", "streamable-http" or "sse".
     pub transport: &'static str,
+    /// Why the transport cut its stream, if it did (stdout garbage, an over-long result).
+    fault: Option<Verdict>,
 }
 
 /// How rmcp's session loop ended.
@@ -62,6 +65,7 @@ impl Session {
         child: Option<ChildProcess>,
         tools_changed: Arc<Notify>,
         transport: &'static str,
+        fault: Option<Verdict>,
     ) -> Self {
         let peer = service.peer().clone();
         let description = describe_peer(&peer);
@@ -74,6 +78,7 @@ impl Session {
             suspect: Arc::new(Notify::new()),
             description,
             transport,
+            fault,
         }
     }
 
@@ -101,6 +106,9 @@ impl Session {
                 address,
                 protocol,
             },
+            slots: Arc::new(Slots::new(spec.concurrency)),
+            fault: self.fault.clone(),
+            max_result_bytes: spec.max_result_bytes,
         }
     }
 

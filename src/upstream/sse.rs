@@ -16,7 +16,10 @@ use sse_stream::{Sse, SseStream};
 use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
-use super::http::{explain, explain_status};
+use super::{
+    http::{explain, explain_status},
+    stdout_guard::{Fault, Verdict},
+};
 use crate::telemetry::context::TraceHeaders;
 use rmcp::model::GetMeta as _;
 
@@ -41,6 +44,51 @@ pub struct SseTransport {
     headers: HeaderMap,
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
     reader: JoinHandle<()>,
+    verdict: Verdict,
+}
+
+impl SseTransport {
+    /// Why the stream was cut, once it has been (an event over the size limit).
+    pub fn verdict(&self) -> Verdict {
+        self.verdict.clone()
+    }
+}
+
+/// The body, until one event grows past `max` bytes (a result over `limits.max_result_bytes`
+/// must not take the broker's memory): then an error, and `verdict` says why.
+fn bounded<S>(
+    body: S,
+    max: usize,
+    verdict: Verdict,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>>,
+{
+    let mut pending = 0usize;
+    body.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        // Bytes since the last blank line (an event's end); a boundary split across two chunks
+        // is missed, which only makes the bound stricter.
+        pending = match last_event_end(&chunk) {
+            Some(end) => chunk.len() - end,
+            None => pending + chunk.len(),
+        };
+        if pending > max {
+            verdict.set(Fault::TooLong(max));
+            return Err(std::io::Error::other(Fault::TooLong(max).reason()));
+        }
+        Ok(chunk)
+    })
+}
+
+/// Where the last event in `chunk` ends (after its blank line), if one does.
+fn last_event_end(chunk: &[u8]) -> Option<usize> {
+    let lf = chunk.windows(2).rposition(|w| w == b"\n\n").map(|i| i + 2);
+    let crlf = chunk
+        .windows(4)
+        .rposition(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4);
+    lf.max(crlf)
 }
 
 /// Opens the event stream at `url` and waits for its `endpoint` event.
@@ -49,6 +97,7 @@ pub async fn connect(
     url: &Url,
     headers: HeaderMap,
     server: String,
+    max_event: usize,
 ) -> Result<SseTransport, String> {
     let response = client
         .get(url.clone())
@@ -73,49 +122,92 @@ pub async fn connect(
             "GET {url} did not answer with an event stream ({content_type:?})"
         ));
     }
-    let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+    let verdict = Verdict::default();
+    let body = bounded(response.bytes_stream(), max_event, verdict.clone());
+    let mut events = SseStream::from_bytes_stream(body);
     let endpoint = endpoint(&mut events, url).await?;
     let (tx, incoming) = mpsc::channel(INCOMING_BUFFER);
-    let reader = tokio::spawn(read_messages(events, tx, server));
+    let reader = tokio::spawn(read_messages(events, url.clone(), tx, server));
     Ok(SseTransport {
         client,
         endpoint,
         headers,
         incoming,
         reader,
+        verdict,
     })
 }
 
-/// The POST endpoint from the first `endpoint` event, resolved against the stream's URL. It
-/// must have the same origin, so a server cannot send our headers elsewhere.
+/// What one SSE event means to the client.
+#[derive(Debug)]
+pub enum SseEvent {
+    /// `endpoint`: where to POST, resolved against the stream's URL and checked to be on its
+    /// origin (so a server cannot have our headers sent elsewhere).
+    Endpoint(Result<Url, String>),
+    /// `message` (or an unnamed event): a JSON-RPC message from the server.
+    Message(Result<Box<RxJsonRpcMessage<RoleClient>>, String>),
+    /// Anything else (comments, pings, unknown event names): ignored.
+    Other,
+}
+
+/// Reads one event of a stream opened at `base`. Pure.
+pub fn read_event(event: Sse, base: &Url) -> SseEvent {
+    let data = event.data.unwrap_or_default();
+    match event.event.as_deref() {
+        Some("endpoint") => SseEvent::Endpoint(
+            base.join(data.trim())
+                .map_err(|e| format!("the endpoint event {data:?} is not a URL: {e}"))
+                .and_then(|endpoint| {
+                    if endpoint.origin() == base.origin() {
+                        Ok(endpoint)
+                    } else {
+                        Err(format!(
+                            "the endpoint {endpoint} is not on the server's origin"
+                        ))
+                    }
+                }),
+        ),
+        None | Some("message") => {
+            SseEvent::Message(serde_json::from_str(&data).map_err(|e| format!("not JSON-RPC: {e}")))
+        }
+        Some(_) => SseEvent::Other,
+    }
+}
+
+/// Every event of a complete SSE body, as [`read_event`] reads them (for tests and fuzzing).
+pub fn decode_body(body: &[u8], base: &Url) -> Vec<Result<SseEvent, String>> {
+    let chunk: Result<bytes::Bytes, std::io::Error> = Ok(bytes::Bytes::copy_from_slice(body));
+    let events = SseStream::from_bytes_stream(futures::stream::iter([chunk]));
+    futures::executor::block_on(events.collect::<Vec<_>>())
+        .into_iter()
+        .map(|event| {
+            event
+                .map(|e| read_event(e, base))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// The POST endpoint from the first `endpoint` event.
 async fn endpoint<S>(events: &mut S, url: &Url) -> Result<Url, String>
 where
     S: futures::Stream<Item = Result<Sse, sse_stream::Error>> + Unpin,
 {
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| format!("the event stream broke: {e}"))?;
-        if event.event.as_deref() != Some("endpoint") {
-            continue;
+        if let SseEvent::Endpoint(endpoint) = read_event(event, url) {
+            return endpoint;
         }
-        let data = event.data.unwrap_or_default();
-        let endpoint = url
-            .join(data.trim())
-            .map_err(|e| format!("the endpoint event {data:?} is not a URL: {e}"))?;
-        if endpoint.origin() != url.origin() {
-            return Err(format!(
-                "the endpoint {endpoint} is not on the server's origin"
-            ));
-        }
-        return Ok(endpoint);
     }
     Err(format!(
         "GET {url} ended its event stream without an endpoint event; is this an MCP SSE endpoint?"
     ))
 }
 
-/// Forwards each `message` event to rmcp until the stream ends or rmcp stops listening.
+/// Forwards each message event to rmcp until the stream ends or rmcp stops listening.
 async fn read_messages<S>(
     mut events: S,
+    url: Url,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
     server: String,
 ) where
@@ -129,19 +221,16 @@ async fn read_messages<S>(
                 return;
             }
         };
-        if !matches!(event.event.as_deref(), None | Some("message")) {
-            continue;
-        }
-        let data = event.data.unwrap_or_default();
-        match serde_json::from_str(&data) {
-            Ok(message) => {
-                if tx.send(message).await.is_err() {
+        match read_event(event, &url) {
+            SseEvent::Message(Ok(message)) => {
+                if tx.send(*message).await.is_err() {
                     return;
                 }
             }
-            Err(error) => {
+            SseEvent::Message(Err(error)) => {
                 tracing::warn!(%server, %error, "skipped an SSE message that is not JSON-RPC")
             }
+            SseEvent::Endpoint(_) | SseEvent::Other => {}
         }
     }
     tracing::debug!(%server, "the SSE stream ended");

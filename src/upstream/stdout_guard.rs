@@ -15,21 +15,50 @@ use tokio::io::{AsyncRead, ReadBuf};
 /// How much of an offending line is quoted in the status message.
 const QUOTE: usize = 120;
 
+/// Why the guard cut the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// A line that cannot be JSON-RPC (quoted).
+    NotJsonRpc(String),
+    /// A line longer than the limit (bytes): a result over `limits.max_result_bytes`.
+    TooLong(usize),
+}
+
+impl Fault {
+    /// The fault as a status message.
+    pub fn reason(&self) -> String {
+        match self {
+            Fault::NotJsonRpc(quoted) => format!(
+                "wrote text that is not JSON-RPC to stdout ({quoted:?}); MCP servers must log to stderr"
+            ),
+            Fault::TooLong(limit) => format!(
+                "wrote a message longer than {limit} bytes (limits.max_result_bytes); the session was dropped"
+            ),
+        }
+    }
+}
+
 /// Why the guard ended the stream, once it has.
 #[derive(Debug, Clone, Default)]
-pub struct Verdict(Arc<Mutex<Option<String>>>);
+pub struct Verdict(Arc<Mutex<Option<Fault>>>);
 
 impl Verdict {
-    /// The reason, if the stream was ended for carrying something that is not JSON-RPC.
-    pub fn reason(&self) -> Option<String> {
+    /// The fault, if the stream was cut.
+    pub fn fault(&self) -> Option<Fault> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    fn set(&self, reason: String) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    /// The fault as a status message, if the stream was cut.
+    pub fn reason(&self) -> Option<String> {
+        self.fault().map(|fault| fault.reason())
+    }
+
+    /// Records why the stream is cut.
+    pub fn set(&self, fault: Fault) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(fault);
     }
 }
 
@@ -38,27 +67,40 @@ impl Verdict {
 pub struct StdoutGuard<R> {
     inner: R,
     at_line_start: bool,
+    line_len: usize,
+    max_line: usize,
     verdict: Verdict,
 }
 
 impl<R> StdoutGuard<R> {
-    /// Guards `inner`; `verdict` learns why it failed, if it does.
-    pub fn new(inner: R, verdict: Verdict) -> Self {
+    /// Guards `inner`, allowing lines of up to `max_line` bytes; `verdict` learns why it
+    /// failed, if it does.
+    pub fn new(inner: R, max_line: usize, verdict: Verdict) -> Self {
         Self {
             inner,
             at_line_start: true,
+            line_len: 0,
+            max_line,
             verdict,
         }
     }
 
-    /// Scans newly read bytes; the offending line's start, if any.
-    fn check(&mut self, bytes: &[u8]) -> Option<usize> {
+    /// Scans newly read bytes: the offending line's start and the fault, if any.
+    fn check(&mut self, bytes: &[u8]) -> Option<(usize, Option<usize>)> {
         for (index, &byte) in bytes.iter().enumerate() {
+            if byte == b'\n' {
+                self.at_line_start = true;
+                self.line_len = 0;
+                continue;
+            }
+            self.line_len += 1;
+            if self.line_len > self.max_line {
+                return Some((index, Some(self.max_line)));
+            }
             match (self.at_line_start, byte) {
-                (_, b'\n') => self.at_line_start = true,
                 (true, b' ' | b'\t' | b'\r') => {}
                 (true, b'{' | b'[') => self.at_line_start = false,
-                (true, _) => return Some(index),
+                (true, _) => return Some((index, None)),
                 (false, _) => {}
             }
         }
@@ -72,29 +114,35 @@ impl<R: AsyncRead + Unpin> AsyncRead for StdoutGuard<R> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if let Some(reason) = self.verdict.reason() {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, reason)));
+        if let Some(fault) = self.verdict.fault() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                fault.reason(),
+            )));
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if !matches!(polled, Poll::Ready(Ok(()))) {
             return polled;
         }
-        let Some(bad) = self.check(&buf.filled()[before..]) else {
+        let Some((bad, too_long)) = self.check(&buf.filled()[before..]) else {
             return polled;
         };
-        let rest = &buf.filled()[before + bad..];
-        let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
-        let quoted = String::from_utf8_lossy(&line[..line.len().min(QUOTE)])
-            .trim()
-            .to_owned();
-        let reason = format!(
-            "wrote text that is not JSON-RPC to stdout ({quoted:?}); MCP servers must log to stderr"
-        );
-        self.verdict.set(reason);
-        // Deliver the lines before the offending one; the next read fails.
-        buf.set_filled(before + bad);
-        if bad == 0 {
+        let fault = match too_long {
+            Some(limit) => Fault::TooLong(limit),
+            None => {
+                let rest = &buf.filled()[before + bad..];
+                let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+                let quoted = String::from_utf8_lossy(&line[..line.len().min(QUOTE)]);
+                Fault::NotJsonRpc(quoted.trim().to_owned())
+            }
+        };
+        self.verdict.set(fault);
+        // Deliver what came before a bad line (an over-long line is lost anyway); the next
+        // read fails.
+        let keep = if too_long.is_some() { 0 } else { bad };
+        buf.set_filled(before + keep);
+        if keep == 0 {
             return self.poll_read(cx, buf);
         }
         Poll::Ready(Ok(()))
@@ -109,7 +157,7 @@ mod tests {
 
     async fn read_all(input: &'static [u8]) -> (io::Result<Vec<u8>>, Option<String>) {
         let verdict = Verdict::default();
-        let mut guard = StdoutGuard::new(input, verdict.clone());
+        let mut guard = StdoutGuard::new(input, 1 << 20, verdict.clone());
         let mut out = Vec::new();
         let result = guard.read_to_end(&mut out).await.map(|_| out);
         (result, verdict.reason())
@@ -127,7 +175,7 @@ mod tests {
     async fn other_text_fails_the_stream_and_is_quoted() {
         let verdict = Verdict::default();
         let input: &[u8] = b"{\"ok\":1}\nServer listening on stdio\n{}\n";
-        let mut guard = StdoutGuard::new(input, verdict.clone());
+        let mut guard = StdoutGuard::new(input, 1 << 20, verdict.clone());
         let mut out = Vec::new();
         let error = guard.read_to_end(&mut out).await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
@@ -140,6 +188,17 @@ mod tests {
         assert!(verdict.contains("(\"Server listening"), "{verdict}");
         let (out, _) = read_all(b"banner\n").await;
         assert!(out.is_err(), "a bad first line fails the first read");
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_fails_the_stream() {
+        let verdict = Verdict::default();
+        let input: &[u8] = b"{\"short\":1}\n{\"long\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n";
+        let mut guard = StdoutGuard::new(input, 20, verdict.clone());
+        let mut out = Vec::new();
+        assert!(guard.read_to_end(&mut out).await.is_err());
+        assert_eq!(verdict.fault(), Some(Fault::TooLong(20)));
+        assert!(verdict.reason().unwrap().contains("longer than 20 bytes"));
     }
 
     #[tokio::test]

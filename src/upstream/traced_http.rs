@@ -1,13 +1,16 @@
-//! rmcp's streamable HTTP client (reqwest), with one addition: a request's trace context,
+//! rmcp's streamable HTTP client (reqwest), with two additions: a request's trace context,
 //! carried in its `_meta`, is also sent as `traceparent` / `tracestate` / `baggage` headers, for
-//! servers (and proxies) that read the context from HTTP.
+//! servers (and proxies) that read the context from HTTP; and an SSE answer over the size limit
+//! becomes an error answer to that request that says so, where rmcp would only say the stream
+//! closed.
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
-use futures::stream::BoxStream;
+use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
-    model::ClientJsonRpcMessage,
+    ErrorData,
+    model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage},
     transport::streamable_http_client::{
         StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
         StreamableHttpResponseLimits,
@@ -36,6 +39,50 @@ fn with_trace(
     headers
 }
 
+/// The start of the message of the error answer that stands for a result over the limit;
+/// `classify` recognises it.
+pub const RESULT_TOO_LARGE: &str = "toolbroker: the SSE answer went over max_result_bytes";
+
+/// Display of rmcp 3.11's (private) `BoundedSseStreamError::EventTooLarge`.
+const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size";
+
+/// Turns an answer stream's "event too large" error into an error answer to `id`: rmcp ends the
+/// stream there either way, and the call learns why instead of "stream closed".
+fn explain_too_large(
+    response: Result<StreamableHttpPostResponse>,
+    id: Option<RequestId>,
+) -> Result<StreamableHttpPostResponse> {
+    let (stream, session, id) = match (response, id) {
+        (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => (stream, session, id),
+        (response, _) => return response,
+    };
+    let stream = stream.map(move |item| match item {
+        Err(SseError::Body(error)) if error.to_string().contains(EVENT_TOO_LARGE) => {
+            let answer = ServerJsonRpcMessage::error(
+                ErrorData::internal_error(format!("{RESULT_TOO_LARGE} ({error})"), None),
+                Some(id.clone()),
+            );
+            let data = serde_json::to_string(&answer).map_err(|e| SseError::Body(Box::new(e)))?;
+            Ok(Sse {
+                event: None,
+                data: Some(data),
+                id: None,
+                retry: None,
+            })
+        }
+        other => other,
+    });
+    Ok(StreamableHttpPostResponse::Sse(stream.boxed(), session))
+}
+
+/// The id of a request, which its answer stream answers.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
+    }
+}
+
 impl StreamableHttpClient for TracedClient {
     type Error = reqwest::Error;
 
@@ -48,8 +95,14 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         let headers = with_trace(custom_headers, &message);
-        self.0
-            .post_message(uri, message, session_id, auth_header, headers)
+        let id = request_id(&message);
+        async move {
+            let response = self
+                .0
+                .post_message(uri, message, session_id, auth_header, headers)
+                .await;
+            explain_too_large(response, id)
+        }
     }
 
     fn post_message_with_max_sse_event_size(
@@ -62,14 +115,21 @@ impl StreamableHttpClient for TracedClient {
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         let headers = with_trace(custom_headers, &message);
-        self.0.post_message_with_max_sse_event_size(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            headers,
-            max_sse_event_size,
-        )
+        let id = request_id(&message);
+        async move {
+            let response = self
+                .0
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    headers,
+                    max_sse_event_size,
+                )
+                .await;
+            explain_too_large(response, id)
+        }
     }
 
     fn post_message_with_response_limits(
@@ -82,14 +142,21 @@ impl StreamableHttpClient for TracedClient {
         limits: StreamableHttpResponseLimits,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         let headers = with_trace(custom_headers, &message);
-        self.0.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            headers,
-            limits,
-        )
+        let id = request_id(&message);
+        async move {
+            let response = self
+                .0
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    headers,
+                    limits,
+                )
+                .await;
+            explain_too_large(response, id)
+        }
     }
 
     fn delete_session(

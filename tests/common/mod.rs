@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod certs;
 pub mod servers;
 
 use std::{
@@ -142,28 +143,44 @@ impl Broker {
 
     async fn start_with(config: &str, args: &[&str], env: &[(&str, &str)]) -> Broker {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, config).expect("write config");
-        let mut command = Command::new(toolbroker_bin());
-        command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--config",
-            ])
-            .arg(&path)
-            .args(args)
-            .envs(env.iter().copied());
+        let mut command = serve_command(config, dir.path());
+        command.args(args).envs(env.iter().copied());
         Self::spawn(command, dir).await
     }
 
     /// Starts the broker command given and waits until it listens.
-    pub async fn spawn(mut command: Command, dir: tempfile::TempDir) -> Broker {
+    pub async fn spawn(command: Command, dir: tempfile::TempDir) -> Broker {
+        Self::spawn_with(command, dir, None).await
+    }
+
+    /// Starts a broker serving TLS with this config (and environment), connecting with `tls`.
+    pub async fn start_tls(
+        config: &str,
+        env: &[(&str, &str)],
+        tls: tonic::transport::ClientTlsConfig,
+    ) -> Broker {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut command = serve_command(config, dir.path());
+        command.envs(env.iter().copied());
+        Self::spawn_with(command, dir, Some(tls)).await
+    }
+
+    /// Starts the broker command given, waits until it listens, and connects (over TLS when
+    /// `tls` is given, as `localhost`).
+    pub async fn spawn_with(
+        mut command: Command,
+        dir: tempfile::TempDir,
+        tls: Option<tonic::transport::ClientTlsConfig>,
+    ) -> Broker {
+        // A test may ask for more (every crate at debug, say); else ours at debug.
+        if !command
+            .as_std()
+            .get_envs()
+            .any(|(key, _)| key == "RUST_LOG")
+        {
+            command.env("RUST_LOG", "info,toolbroker=debug");
+        }
         command
-            .env("RUST_LOG", "info,toolbroker=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -171,11 +188,16 @@ impl Broker {
         let mut child = command.spawn().expect("spawn toolbroker");
         let logs = collect_logs(child.stderr.take().expect("stderr is piped"));
         let addr = wait_for_listen(logs.clone(), &mut child).await;
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("valid uri")
-            .connect()
-            .await
-            .expect("connect to the broker");
+        let channel = match tls {
+            None => Channel::from_shared(format!("http://{addr}")).expect("valid uri"),
+            Some(tls) => Channel::from_shared(format!("https://localhost:{}", addr.port()))
+                .expect("valid uri")
+                .tls_config(tls)
+                .expect("client TLS config"),
+        }
+        .connect()
+        .await
+        .expect("connect to the broker");
         Broker {
             child,
             addr,
@@ -347,6 +369,29 @@ impl Broker {
             .map(tonic::Response::into_inner)
     }
 
+    /// Calls a tool of `server`, and while the server is unavailable (restarting), waits for its
+    /// next READY status and tries again.
+    pub async fn call_when_ready(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments_json: &str,
+    ) -> proto::CallToolResponse {
+        let attempts = async {
+            loop {
+                match self.call(tool, arguments_json).await {
+                    Err(status) if status.code() == tonic::Code::Unavailable => {
+                        self.wait_for_state(server, proto::ServerState::Ready).await;
+                    }
+                    other => return other.unwrap_or_else(|e| panic!("{tool}: {e}")),
+                }
+            }
+        };
+        tokio::time::timeout(STARTUP, attempts)
+            .await
+            .unwrap_or_else(|_| panic!("{tool} never answered within {STARTUP:?}"))
+    }
+
     /// Calls a tool that must succeed, and returns its text.
     pub async fn text(&self, tool: &str, arguments_json: &str) -> String {
         let response = self
@@ -454,4 +499,22 @@ pub fn alive(pid: u32) -> bool {
         .next()
         .and_then(|rest| rest.split_whitespace().next());
     !matches!(state, None | Some("Z") | Some("X"))
+}
+
+/// `toolbroker serve` of `config` (written to `dir`) on a free port, logging JSON.
+pub fn serve_command(config: &str, dir: &std::path::Path) -> Command {
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, config).expect("write config");
+    let mut command = Command::new(toolbroker_bin());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--config",
+        ])
+        .arg(path);
+    command
 }

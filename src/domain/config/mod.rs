@@ -8,8 +8,11 @@
 //! a `Debug` print of a config never shows them.
 
 mod raw;
+mod security;
 mod transport;
 mod validate;
+
+pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
 
 #[cfg(test)]
 mod tests;
@@ -31,6 +34,12 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// The longest restart delay, when the entry gives none.
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Calls running at once per server, when the entry gives none.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 128;
+/// Calls waiting per server, when the entry gives none.
+pub const DEFAULT_MAX_QUEUED_CALLS: usize = 1024;
+/// How long a call may wait for a slot, when the entry gives none.
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest prefix allowed, leaving room for the tool name within the 64 characters
 /// LLM APIs accept.
 pub const MAX_PREFIX_LEN: usize = 32;
@@ -48,6 +57,14 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Whether tool arguments and results are recorded on trace spans (truncated).
     pub record_arguments: bool,
+    /// Who may call: bearer tokens and/or client certificates; empty = anyone.
+    pub auth: Auth,
+    /// The listener's certificate, when it speaks TLS.
+    pub tls: Option<TlsFiles>,
+    /// Whether server reflection is served.
+    pub reflection: bool,
+    /// Size limits of messages and results.
+    pub limits: Limits,
     /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
     pub servers: Vec<ServerSpec>,
 }
@@ -60,6 +77,10 @@ impl Default for Config {
             readiness: Readiness::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             record_arguments: false,
+            auth: Auth::default(),
+            tls: None,
+            reflection: true,
+            limits: Limits::default(),
             servers: Vec::new(),
         }
     }
@@ -82,6 +103,31 @@ pub struct ServerSpec {
     pub init_timeout: Duration,
     /// Restart delays after failures.
     pub backoff: Backoff,
+    /// How many calls may run at once, and how many may wait.
+    pub concurrency: Concurrency,
+    /// The largest tool result read from it (`limits.max_result_bytes`).
+    pub max_result_bytes: usize,
+}
+
+/// How many calls a server takes at once; the rest queue, up to a bound and for a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    /// Calls running at once.
+    pub max_calls: usize,
+    /// Calls waiting for a slot; beyond this, calls are refused at once.
+    pub max_queued: usize,
+    /// How long a call may wait for a slot.
+    pub queue_timeout: Duration,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Self {
+            max_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_queued: DEFAULT_MAX_QUEUED_CALLS,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+        }
+    }
 }
 
 /// Restart delays: doubling from `initial` up to `max`, with jitter.
@@ -141,6 +187,8 @@ pub struct StdioSpec {
     pub env: Secrets,
     /// Its working directory; `None` = the broker's.
     pub cwd: Option<PathBuf>,
+    /// Whether it gets the broker's whole environment rather than a minimal one.
+    pub inherit_env: bool,
 }
 
 /// A server reached over HTTP.
@@ -172,6 +220,7 @@ impl PartialEq for StdioSpec {
             && self.args == other.args
             && secrets_eq(&self.env, &other.env)
             && self.cwd == other.cwd
+            && self.inherit_env == other.inherit_env
     }
 }
 impl Eq for StdioSpec {}

@@ -18,6 +18,11 @@ pub(super) struct RawTop {
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub shutdown_grace: Option<Value>,
     pub record_arguments: Option<bool>,
+    /// Sections checked on their own (see `security.rs`), kept raw here.
+    pub auth: Option<Value>,
+    pub tls: Option<Value>,
+    pub reflection: Option<bool>,
+    pub limits: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.
     pub servers: Option<Value>,
     #[serde(rename = "mcpServers")]
@@ -46,6 +51,10 @@ pub(super) struct RawServer {
     pub init_timeout: Option<Value>,
     pub backoff_initial: Option<Value>,
     pub backoff_max: Option<Value>,
+    pub max_concurrent_calls: Option<u64>,
+    pub max_queued_calls: Option<u64>,
+    pub queue_timeout: Option<Value>,
+    pub inherit_env: Option<bool>,
 }
 
 /// The two ways of writing a server entry.

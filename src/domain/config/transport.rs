@@ -36,6 +36,7 @@ struct Fields {
     cwd: Option<String>,
     url: Option<String>,
     headers: Option<Secrets>,
+    inherit_env: Option<bool>,
 }
 
 impl Checker<'_, '_> {
@@ -99,6 +100,7 @@ impl Checker<'_, '_> {
                 .headers
                 .take()
                 .map(|h| self.secrets(h, &path::field(at, "headers"), Named::Header)),
+            inherit_env: raw.inherit_env.take(),
         }
     }
 
@@ -158,6 +160,7 @@ impl Checker<'_, '_> {
             args: fields.args.unwrap_or_default(),
             env: fields.env.unwrap_or_default(),
             cwd: fields.cwd.map(PathBuf::from),
+            inherit_env: fields.inherit_env.unwrap_or(false),
         }))
     }
 
@@ -182,6 +185,7 @@ impl Checker<'_, '_> {
             ("args", fields.args.is_some()),
             ("env", fields.env.is_some()),
             ("cwd", fields.cwd.is_some()),
+            ("inherit_env", fields.inherit_env.is_some()),
         ];
         for (field, _) in stdio_only.iter().filter(|(_, given)| *given) {
             let reason = "only for stdio servers (with \"command\"), not with \"url\"";

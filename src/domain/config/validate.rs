@@ -6,8 +6,9 @@ use std::{collections::HashMap, net::SocketAddr, time::Duration};
 use serde_json::{Map, Value};
 
 use super::{
-    Backoff, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
-    DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
+    Backoff, Concurrency, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
+    DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_QUEUED_CALLS,
+    DEFAULT_QUEUE_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
     path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
@@ -32,7 +33,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     raw::remove_unknown_keys(&mut map, fields, None, "", errors);
     let (top, _) = raw::deserialize_all::<RawTop>(map, "", errors);
     let mut check = Checker { lookup, errors };
-    Config {
+    let config = Config {
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
         readiness: check.readiness(top.readiness),
@@ -42,8 +43,23 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
             "shutdown_grace",
         ),
         record_arguments: top.record_arguments.unwrap_or(false),
+        auth: check.auth(top.auth),
+        tls: check.tls(top.tls),
+        reflection: top.reflection.unwrap_or(true),
+        limits: check.limits(top.limits),
         servers: check.servers(top.servers, top.mcp_servers),
+    };
+    let mut config = config;
+    for server in &mut config.servers {
+        server.max_result_bytes = config.limits.max_result_bytes;
     }
+    if config.auth.client_ca.is_some() && config.tls.is_none() {
+        check.error(
+            "auth.client_ca",
+            "client certificates need TLS: add a \"tls\" section with cert and key",
+        );
+    }
+    config
 }
 
 /// One server entry before validation.
@@ -58,8 +74,31 @@ struct Entry {
 
 /// Carries the lookup and the error list through the checks.
 pub(super) struct Checker<'a, 'e> {
-    lookup: Lookup<'a>,
+    pub(super) lookup: Lookup<'a>,
     pub(super) errors: &'e mut Vec<ConfigError>,
+}
+
+impl Checker<'_, '_> {
+    /// A nested section (a mapping): unknown keys reported, the rest deserialized into `T`.
+    pub(super) fn section<T: serde::de::DeserializeOwned + Default>(
+        &mut self,
+        value: Option<Value>,
+        at: &str,
+    ) -> Option<T> {
+        let map = match value? {
+            Value::Null => return None,
+            Value::Object(map) => map,
+            other => {
+                let reason = format!("expected a mapping, found {}", kind(&other));
+                self.error(at, reason);
+                return None;
+            }
+        };
+        let mut map = map;
+        let fields = serde_aux::serde_introspection::serde_introspect::<T>();
+        raw::remove_unknown_keys(&mut map, fields, None, at, self.errors);
+        Some(raw::deserialize_all::<T>(map, at, self.errors).0)
+    }
 }
 
 impl Checker<'_, '_> {
@@ -169,6 +208,7 @@ impl Checker<'_, '_> {
         let (mut raw, dropped) = raw::deserialize_all::<RawServer>(map, at, self.errors);
         let name = self.server_name(entry.key, raw.name.take(), at, &dropped, seen);
         let transport = self.transport(&mut raw, at, &dropped);
+        let concurrency = self.concurrency(&mut raw, at);
         let tools = self.tools(raw.tools, at);
         let prefix = self.prefix(raw.prefix, at);
         let timeout_at = path::field(at, "timeout");
@@ -184,6 +224,8 @@ impl Checker<'_, '_> {
             timeout,
             init_timeout,
             backoff,
+            concurrency,
+            max_result_bytes: super::security::DEFAULT_MAX_RESULT_BYTES,
         };
         (self.errors.len() == before).then_some(spec)
     }
@@ -264,6 +306,34 @@ impl Checker<'_, '_> {
         prefix
     }
 
+    /// How many calls run at once and wait; at least one must be able to run.
+    fn concurrency(&mut self, raw: &mut RawServer, at: &str) -> Concurrency {
+        let max_calls = raw
+            .max_concurrent_calls
+            .take()
+            .map_or(DEFAULT_MAX_CONCURRENT_CALLS, |n| n as usize);
+        if max_calls == 0 {
+            self.error(
+                &path::field(at, "max_concurrent_calls"),
+                "must be at least 1",
+            );
+        }
+        let max_queued = raw
+            .max_queued_calls
+            .take()
+            .map_or(DEFAULT_MAX_QUEUED_CALLS, |n| n as usize);
+        let queue_timeout = self.duration(
+            raw.queue_timeout.take(),
+            DEFAULT_QUEUE_TIMEOUT,
+            &path::field(at, "queue_timeout"),
+        );
+        Concurrency {
+            max_calls: max_calls.max(1),
+            max_queued,
+            queue_timeout,
+        }
+    }
+
     /// The restart delays; the longest may not be shorter than the first.
     fn backoff(&mut self, initial: Option<Value>, max: Option<Value>, at: &str) -> Backoff {
         let initial = self.duration(
@@ -285,7 +355,7 @@ impl Checker<'_, '_> {
     }
 
     /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
-    fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
+    pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
         let parsed = match &raw {
             None | Some(Value::Null) => return default,
             Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs).ok_or_else(|| {

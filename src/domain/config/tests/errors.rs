@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, readiness, shutdown_grace, record_arguments, servers, mcpServers",
+                "expected one of: listen, metrics_listen, readiness, shutdown_grace, record_arguments, auth, tls, reflection, limits, servers, mcpServers",
             )],
         ),
         (
@@ -234,6 +234,57 @@ fn transport_errors() {
         (
             "servers: [{name: a, command: x, env: {'A=B': x}}]",
             &[("servers[0].env.A=B", "invalid environment variable name")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn security_errors() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "auth: {tokens: [{value_env: NOT_SET}]}",
+            &[("auth.tokens[0].value_env", "NOT_SET is not set")],
+        ),
+        (
+            "auth: {tokens: [{name: x}, {value_env: TOKEN, value_file: /f}]}",
+            &[
+                ("auth.tokens[0]", "exactly one of"),
+                ("auth.tokens[1]", "exactly one of"),
+            ],
+        ),
+        (
+            "auth: {tokens: [{valu_env: TOKEN}]}",
+            &[
+                ("auth.tokens[0].valu_env", "did you mean \"value_env\""),
+                ("auth.tokens[0]", "exactly one of"),
+            ],
+        ),
+        (
+            "auth: {client_ca: /ca.pem}",
+            &[("auth.client_ca", "need TLS")],
+        ),
+        (
+            "tls: {cert: /c.pem}",
+            &[("tls", "both \"cert\" and \"key\"")],
+        ),
+        (
+            "limits: {max_request_bytes: lots}",
+            &[("limits.max_request_bytes", "invalid size")],
+        ),
+        (
+            "limits: {max_result_bytes: 0}",
+            &[("limits.max_result_bytes", "greater than zero")],
+        ),
+        (
+            "servers: [{name: a, command: x, max_concurrent_calls: 0}]",
+            &[("servers[0].max_concurrent_calls", "at least 1")],
+        ),
+        (
+            "servers: [{name: a, url: 'http://h', inherit_env: true}]",
+            &[("servers[0].inherit_env", "only for stdio servers")],
         ),
     ];
     for (text, want) in cases {

@@ -8,8 +8,8 @@ use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::{
-    Backoff, Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT, HttpMode,
-    HttpSpec, Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
+    Backoff, Concurrency, Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT,
+    HttpMode, HttpSpec, Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
 };
 use crate::domain::{names::ServerName, state::Readiness};
 
@@ -60,6 +60,7 @@ fn stdio(command: &str, args: &[&str]) -> TransportSpec {
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         env: Secrets::new(),
         cwd: None,
+        inherit_env: false,
     })
 }
 
@@ -72,6 +73,8 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         timeout: DEFAULT_TIMEOUT,
         init_timeout: DEFAULT_INIT_TIMEOUT,
         backoff: Backoff::default(),
+        concurrency: Concurrency::default(),
+        max_result_bytes: 16 << 20,
     }
 }
 
@@ -133,6 +136,7 @@ fn full_example_parses_to_concrete_values() {
                 ("MODE", "dev"),
             ]),
             cwd: Some(PathBuf::from("/home/me/srv")),
+            inherit_env: false,
         }),
         tools: vec!["echo".to_owned(), "add".to_owned()],
         prefix: "ev_".into(),
@@ -391,4 +395,50 @@ fn transport_names() {
     assert_eq!(http(HttpMode::Auto).name(), "auto");
     assert_eq!(http(HttpMode::StreamableHttp).name(), "streamable-http");
     assert_eq!(http(HttpMode::Sse).name(), "sse");
+}
+
+#[test]
+fn security_sections_are_read() {
+    let config = ok(r#"
+auth:
+  tokens:
+    - { name: agent-a, value_env: TOKEN, tools: ["fs_read_*", echo] }
+    - { value_file: /run/secrets/b }
+  client_ca: /etc/ca.pem
+tls: { cert: /etc/tls.crt, key: /etc/tls.key }
+reflection: false
+limits: { max_request_bytes: 1MiB, max_response_bytes: 2048, max_result_bytes: "64 KiB" }
+servers: [{name: a, command: x, max_concurrent_calls: 2, max_queued_calls: 0, queue_timeout: 250ms, inherit_env: true}]
+"#);
+    let tokens = &config.auth.tokens;
+    assert_eq!(tokens[0].name, "agent-a");
+    assert!(
+        matches!(&tokens[0].source, crate::domain::config::TokenSource::Value(v) if v.expose_secret() == "tok-456-secret")
+    );
+    assert_eq!(tokens[0].tools, ["fs_read_*", "echo"]);
+    assert_eq!(tokens[1].name, "auth.tokens[1]");
+    assert!(
+        matches!(&tokens[1].source, crate::domain::config::TokenSource::File(p) if p == &PathBuf::from("/run/secrets/b"))
+    );
+    assert_eq!(config.auth.client_ca, Some(PathBuf::from("/etc/ca.pem")));
+    assert_eq!(config.tls.unwrap().key, PathBuf::from("/etc/tls.key"));
+    assert!(!config.reflection);
+    assert_eq!(
+        (
+            config.limits.max_request_bytes,
+            config.limits.max_response_bytes,
+            config.limits.max_result_bytes
+        ),
+        (1 << 20, 2048, 64 * 1024)
+    );
+    let server = &config.servers[0];
+    assert_eq!(
+        (server.concurrency.max_calls, server.concurrency.max_queued),
+        (2, 0)
+    );
+    assert_eq!(server.concurrency.queue_timeout, Duration::from_millis(250));
+    assert!(matches!(&server.transport, TransportSpec::Stdio(s) if s.inherit_env));
+    let defaults = ok("servers: []");
+    assert!(defaults.reflection && !defaults.auth.enabled() && defaults.tls.is_none());
+    assert_eq!(defaults.limits.max_request_bytes, 4 << 20);
 }

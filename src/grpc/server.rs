@@ -1,0 +1,108 @@
+//! The assembled gRPC server: ToolBroker behind the auth gate, health (always open, for
+//! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use http::HeaderValue;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tonic::{
+    Status,
+    service::interceptor::InterceptedService,
+    transport::{Server, server::TcpIncoming},
+};
+use tonic_health::pb::health_server::{Health, HealthServer};
+
+use super::{observe, service::BrokerService};
+use crate::{
+    auth::Gate, domain::config::Limits, proto, proto::tool_broker_server::ToolBrokerServer, tls,
+};
+
+/// What the server is built from.
+pub struct Parts<H: Health> {
+    /// The ToolBroker service.
+    pub service: Arc<BrokerService>,
+    /// The health service.
+    pub health: HealthServer<H>,
+    /// Who may call.
+    pub gate: Gate,
+    /// Whether reflection is served.
+    pub reflection: bool,
+    /// Message size limits.
+    pub limits: Limits,
+    /// TLS, when configured.
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// Serves until `closing` (which shutdown cancels once calls in flight are done, so that calls
+/// arriving while draining get an explicit UNAVAILABLE rather than a closed connection).
+pub async fn serve<H: Health>(
+    parts: Parts<H>,
+    listener: TcpListener,
+    closing: CancellationToken,
+) -> anyhow::Result<()> {
+    let gate = parts.gate.clone();
+    let check = move |request: tonic::Request<()>| gate.check(request);
+    let broker = ToolBrokerServer::new(parts.service)
+        .max_decoding_message_size(parts.limits.max_request_bytes)
+        // Our own check (with a clear message) runs first; this is a backstop.
+        .max_encoding_message_size(parts.limits.max_response_bytes.saturating_mul(2));
+    let (v1, v1alpha) = if parts.reflection {
+        (
+            Some(reflection().build_v1()?),
+            Some(reflection().build_v1alpha()?),
+        )
+    } else {
+        (None, None)
+    };
+    let router = Server::builder()
+        .trace_fn(observe::server_span)
+        .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
+        .add_service(InterceptedService::new(broker, check.clone()))
+        .add_service(parts.health)
+        .add_optional_service(v1.map(|s| InterceptedService::new(s, check.clone())))
+        .add_optional_service(v1alpha.map(|s| InterceptedService::new(s, check)));
+    let stop = closing.clone().cancelled_owned();
+    let served = match parts.tls {
+        Some(acceptor) => {
+            let incoming = tls::incoming(listener, acceptor, closing);
+            router.serve_with_incoming_shutdown(incoming, stop).await
+        }
+        None => {
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            router.serve_with_incoming_shutdown(incoming, stop).await
+        }
+    };
+    served.context("the gRPC server failed")
+}
+
+/// Reflection describes our service and health (grpcurl needs both to be describable).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// tonic refuses an over-large request with OUT_OF_RANGE; the gRPC spec (and our contract)
+/// says RESOURCE_EXHAUSTED. The refusal is a trailers-only response, so its status is in the
+/// headers, where this rewrites it.
+fn too_large_is_exhaustion<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    let out_of_range = headers.get("grpc-status") == Some(&HeaderValue::from_static("11"));
+    let too_large = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| {
+            m.contains("message%20length%20too%20large") || m.contains("message length too large")
+        });
+    if out_of_range && too_large {
+        let status = Status::resource_exhausted(
+            "the request is over limits.max_request_bytes; send less or raise the limit",
+        );
+        headers.remove("grpc-message");
+        let _ = status.add_header(headers);
+    }
+    response
+}

@@ -1,0 +1,147 @@
+//! TLS for the gRPC listener: rustls (ring) with the configured certificate, read again on
+//! reload, and optionally client certificates verified against a CA. Clients without a
+//! certificate may still connect (health probes); the auth gate refuses their calls.
+
+use std::{
+    io,
+    path::Path,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use rustls::{
+    RootCertStore, ServerConfig,
+    crypto::CryptoProvider,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier},
+    sign::CertifiedKey,
+};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::mpsc,
+};
+use tokio_rustls::{TlsAcceptor, server::TlsStream};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::config::TlsFiles;
+
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshaken connections waiting for the server to take them.
+const BACKLOG: usize = 128;
+
+/// The listener's certificate; [`Self::reload`] reads the files again.
+#[derive(Debug)]
+pub struct CertReloader {
+    files: TlsFiles,
+    current: RwLock<Arc<CertifiedKey>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl CertReloader {
+    /// Reads the certificate and key again; on failure the old ones stay in use.
+    pub fn reload(&self) -> Result<(), String> {
+        let key = load(&self.files, &self.provider)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for CertReloader {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// The TLS acceptor for `files`, verifying client certificates against `client_ca` if given,
+/// and the handle that reloads the certificate.
+pub fn acceptor(
+    files: &TlsFiles,
+    client_ca: Option<&Path>,
+) -> Result<(TlsAcceptor, Arc<CertReloader>), String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let reloader = Arc::new(CertReloader {
+        current: RwLock::new(Arc::new(load(files, &provider)?)),
+        files: files.clone(),
+        provider: provider.clone(),
+    });
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(ca)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: not a usable CA certificate: {e}", ca.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| format!("{}: {e}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(reloader.clone());
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((TlsAcceptor::from(Arc::new(config)), reloader))
+}
+
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: cannot read certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate in the file", path.display()));
+    }
+    Ok(certs)
+}
+
+fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    let chain = certificates(&files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("{}: cannot read the private key: {e}", files.key.display()))?;
+    CertifiedKey::from_der(chain, key, provider)
+        .map_err(|e| format!("{} and {}: {e}", files.cert.display(), files.key.display()))
+}
+
+/// TLS connections for the gRPC server: accepts TCP connections and completes each handshake
+/// in its own task (bounded in time), so a slow client never holds up the others.
+pub fn incoming(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    stop: CancellationToken,
+) -> ReceiverStream<Result<TlsStream<TcpStream>, io::Error>> {
+    let (tx, rx) = mpsc::channel(BACKLOG);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((tcp, peer)) = accepted else { continue };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Ok(tls)).await;
+                    }
+                    Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}

@@ -1,0 +1,560 @@
+//! Hostile and broken input from both sides: callers without the right credentials, oversized
+//! messages and results, a full queue, arguments that break the schema, and secrets that must
+//! stay out of logs and out of third-party servers' environments.
+
+mod common;
+
+use common::{Broker, certs::Ca, demo_server, servers::HttpServer, toolbroker_bin};
+use nix::sys::signal::Signal;
+use tonic::{
+    Code, Request,
+    transport::{Certificate, ClientTlsConfig, Identity},
+};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+use toolbroker::proto::{self, tool_broker_client::ToolBrokerClient};
+
+const AGENT: &str = "agent-secret-7f3a";
+const READER: &str = "reader-secret-91bc";
+
+fn bearer<T>(token: &str, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    let value = format!("Bearer {token}");
+    request
+        .metadata_mut()
+        .insert("authorization", value.parse().unwrap());
+    request
+}
+
+fn echo() -> proto::CallToolRequest {
+    proto::CallToolRequest {
+        name: "echo".into(),
+        arguments_json: r#"{"message": "hi"}"#.into(),
+        ..Default::default()
+    }
+}
+
+async fn authed_broker(extra: &str) -> Broker {
+    let config = format!(
+        "auth:\n  tokens:\n    - {{name: agent, value_env: AGENT_TOKEN}}\n    - {{name: reader, value_env: READER_TOKEN, tools: [echo, 'ad?']}}\n{extra}servers:\n{}",
+        demo_server("demo", "")
+    );
+    let env = [("AGENT_TOKEN", AGENT), ("READER_TOKEN", READER)];
+    let broker = Broker::start_with_env(&config, &env).await;
+    common::wait_health(broker.channel.clone(), "toolbroker.v1.ToolBroker").await;
+    broker
+}
+
+#[tokio::test]
+async fn calls_need_a_valid_token_and_health_stays_open() {
+    let broker = authed_broker("").await;
+    let mut client = broker.client.clone();
+    let none = client.call_tool(echo()).await.unwrap_err();
+    assert_eq!(none.code(), Code::Unauthenticated);
+    assert!(
+        none.message().contains("missing bearer token"),
+        "{}",
+        none.message()
+    );
+    let wrong = client.call_tool(bearer("guess", echo())).await.unwrap_err();
+    assert_eq!(wrong.code(), Code::Unauthenticated);
+    let listed = client
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(listed.code(), Code::Unauthenticated);
+
+    // Both tokens work (rotation: old and new side by side).
+    for token in [AGENT, READER] {
+        let ok = client
+            .call_tool(bearer(token, echo()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(ok.text, "hi");
+    }
+    // Probes need no token.
+    let health = HealthClient::new(broker.channel.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status(), ServingStatus::Serving);
+    assert!(
+        !broker.dump().contains(AGENT) && !broker.dump().contains(READER),
+        "tokens stay out of logs"
+    );
+}
+
+#[tokio::test]
+async fn a_token_sees_and_calls_only_its_tools() {
+    let broker = authed_broker("").await;
+    let mut client = broker.client.clone();
+    let listed = client
+        .list_tools(bearer(READER, proto::ListToolsRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = listed.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["add", "echo"], "`ad?` matches add, not add_tool");
+    let denied = client
+        .call_tool(bearer(
+            READER,
+            proto::CallToolRequest {
+                name: "fail".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert!(
+        denied.message().contains("\"reader\""),
+        "{}",
+        denied.message()
+    );
+
+    let mut watch = client
+        .watch(bearer(READER, proto::WatchRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(proto::watch_event::Event::Snapshot(snapshot)) =
+        watch.message().await.unwrap().unwrap().event
+    else {
+        panic!("no snapshot")
+    };
+    assert_eq!(snapshot.tools.len(), 2);
+    // A tool outside its list appears: the reader's stream says nothing of it.
+    client
+        .call_tool(bearer(
+            AGENT,
+            proto::CallToolRequest {
+                name: "add_tool".into(),
+                arguments_json: r#"{"name": "secret_tool"}"#.into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap();
+    client
+        .call_tool(bearer(
+            AGENT,
+            proto::CallToolRequest {
+                name: "add_tool".into(),
+                arguments_json: r#"{"name": "adz"}"#.into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap();
+    let next = loop {
+        match watch.message().await.unwrap().unwrap().event {
+            Some(proto::watch_event::Event::ToolsChanged(change)) => break change,
+            _ => continue,
+        }
+    };
+    let added: Vec<&str> = next.added.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(added, ["adz"], "secret_tool was never shown");
+}
+
+#[tokio::test]
+async fn reflection_can_be_turned_off() {
+    let broker = authed_broker("reflection: false\n").await;
+    use tonic_reflection::pb::v1alpha::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest,
+    };
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let refused = ServerReflectionClient::new(broker.channel.clone())
+        .server_reflection_info(bearer(AGENT, tokio_stream::iter([request])))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn token_files_are_read_again_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "first-token\n").unwrap();
+    let config = format!(
+        "auth: {{tokens: [{{value_file: {:?}}}]}}\nservers:\n{}",
+        token_file.display().to_string(),
+        demo_server("demo", "")
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let mut client = broker.client.clone();
+    assert!(
+        client
+            .call_tool(bearer("first-token", echo()))
+            .await
+            .is_ok()
+    );
+    std::fs::write(&token_file, "second-token\n").unwrap();
+    broker.signal(Signal::SIGHUP);
+    broker
+        .wait_for_log("the reload", |l| l["message"] == "config reloaded")
+        .await;
+    assert_eq!(
+        client
+            .call_tool(bearer("first-token", echo()))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Unauthenticated
+    );
+    assert!(
+        client
+            .call_tool(bearer("second-token", echo()))
+            .await
+            .is_ok()
+    );
+}
+
+/// Writes PEM files into `dir` and returns their paths as YAML-safe strings.
+fn write(dir: &std::path::Path, name: &str, pem: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, pem).unwrap();
+    format!("{:?}", path.display().to_string())
+}
+
+#[tokio::test]
+async fn tls_with_client_certificates() {
+    let ca = Ca::new();
+    let server = ca.issue(&["localhost"]);
+    let clients = Ca::new();
+    let client_cert = clients.issue(&["agent"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "tls: {{cert: {}, key: {}}}\nauth: {{client_ca: {}}}\nservers:\n{}",
+        write(dir.path(), "tls.crt", &server.cert),
+        write(dir.path(), "tls.key", &server.key),
+        write(dir.path(), "clients.pem", &clients.pem),
+        demo_server("demo", "")
+    );
+    let trust = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&ca.pem))
+        .domain_name("localhost");
+    let with_cert = trust
+        .clone()
+        .identity(Identity::from_pem(&client_cert.cert, &client_cert.key));
+    let broker = Broker::start_tls(&config, &[], with_cert).await;
+    common::wait_health(broker.channel.clone(), "toolbroker.v1.ToolBroker").await;
+    assert_eq!(
+        broker.text("echo", r#"{"message": "over mTLS"}"#).await,
+        "over mTLS"
+    );
+
+    // Without a client certificate: the connection (and health) work, calls do not.
+    let addr = broker.addr;
+    let bare = tonic::transport::Channel::from_shared(format!("https://localhost:{}", addr.port()))
+        .unwrap()
+        .tls_config(trust)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = HealthClient::new(bare.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(health.into_inner().status(), ServingStatus::Serving);
+    let refused = ToolBrokerClient::new(bare)
+        .call_tool(echo())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    assert!(
+        refused.message().contains("client certificate"),
+        "{}",
+        refused.message()
+    );
+
+    // A plaintext client gets nowhere.
+    let plain = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(plain) = plain {
+        assert!(
+            ToolBrokerClient::new(plain)
+                .call_tool(echo())
+                .await
+                .is_err()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_tls_certificate_is_read_again_on_sighup() {
+    let old_ca = Ca::new();
+    let dir = tempfile::tempdir().unwrap();
+    let old = old_ca.issue(&["localhost"]);
+    let cert_path = write(dir.path(), "tls.crt", &old.cert);
+    let key_path = write(dir.path(), "tls.key", &old.key);
+    let config = format!(
+        "tls: {{cert: {cert_path}, key: {key_path}}}\nservers:\n{}",
+        demo_server("demo", "")
+    );
+    let trust_old = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&old_ca.pem))
+        .domain_name("localhost");
+    let broker = Broker::start_tls(&config, &[], trust_old).await;
+
+    let new_ca = Ca::new();
+    let new = new_ca.issue(&["localhost"]);
+    write(dir.path(), "tls.crt", &new.cert);
+    write(dir.path(), "tls.key", &new.key);
+    broker.signal(Signal::SIGHUP);
+    broker
+        .wait_for_log("the reload", |l| l["message"] == "TLS certificate reloaded")
+        .await;
+    let trust_new = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&new_ca.pem))
+        .domain_name("localhost");
+    let fresh =
+        tonic::transport::Channel::from_shared(format!("https://localhost:{}", broker.addr.port()))
+            .unwrap()
+            .tls_config(trust_new)
+            .unwrap()
+            .connect()
+            .await
+            .expect("new connections get the new certificate");
+    let listed = ToolBrokerClient::new(fresh)
+        .list_tools(proto::ListToolsRequest::default())
+        .await;
+    assert!(listed.is_ok(), "{listed:?}");
+}
+
+#[tokio::test]
+async fn oversized_requests_and_responses_are_resource_exhausted() {
+    let config = format!(
+        "limits: {{max_request_bytes: 2KiB, max_response_bytes: 1KiB}}\nservers:\n{}",
+        demo_server("demo", "")
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let big = format!(r#"{{"message": "{}"}}"#, "x".repeat(4096));
+    let request = broker.call("echo", &big).await.unwrap_err();
+    assert_eq!(request.code(), Code::ResourceExhausted, "{request:?}");
+    assert!(
+        request.message().contains("max_request_bytes"),
+        "{}",
+        request.message()
+    );
+    let listed = broker
+        .client
+        .clone()
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(listed.code(), Code::ResourceExhausted);
+    assert!(
+        listed.message().contains("max_response_bytes"),
+        "{}",
+        listed.message()
+    );
+    assert_eq!(
+        broker.text("echo", r#"{"message": "small"}"#).await,
+        "small"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_tool_result_drops_the_session_not_the_broker() {
+    let http = HttpServer::demo("streamable-http", None).await;
+    let config = format!(
+        "limits: {{max_request_bytes: 1MiB, max_response_bytes: 1MiB, max_result_bytes: 64KiB}}\nservers:\n{}  - name: remote\n    url: {}\n    prefix: r_\n",
+        demo_server("demo", ""),
+        http.url
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let big = format!(r#"{{"message": "{}"}}"#, "y".repeat(200_000));
+    for tool in ["echo", "r_echo"] {
+        let status = broker.call(tool, &big).await.unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted, "{tool}: {status:?}");
+        assert!(
+            status.message().contains("max_result_bytes"),
+            "{tool}: {}",
+            status.message()
+        );
+    }
+    // Over stdio the session was dropped and comes back; over HTTP it never went.
+    let back = broker
+        .call_when_ready("demo", "echo", r#"{"message": "back"}"#)
+        .await;
+    assert_eq!(back.text, "back");
+    assert_eq!(
+        broker.text("r_echo", r#"{"message": "still"}"#).await,
+        "still"
+    );
+    assert!(broker.server("demo").await.restarts >= 1);
+}
+
+#[tokio::test]
+async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
+    let config = format!(
+        "servers:\n{}",
+        demo_server(
+            "demo",
+            "    max_concurrent_calls: 1\n    max_queued_calls: 1\n    queue_timeout: 1s\n"
+        )
+    );
+    let broker = Broker::start(&config).await;
+    broker.wait_ready().await;
+    let sleep = |ms: u64| proto::CallToolRequest {
+        name: "sleep".into(),
+        arguments_json: format!(r#"{{"ms": {ms}}}"#),
+        ..Default::default()
+    };
+    let running = tokio::spawn({
+        let mut client = broker.client.clone();
+        let request = sleep(3000);
+        async move { client.call_tool(request).await }
+    });
+    broker
+        .wait_for_log("the sleep", |l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("sleep started"))
+        })
+        .await;
+    // Two more at once: whichever comes first waits (and gives up after 1 s); the other
+    // finds the queue full and is refused at once.
+    let call = || {
+        let mut client = broker.client.clone();
+        let request = sleep(10);
+        tokio::spawn(async move { client.call_tool(request).await })
+    };
+    let (one, two) = (call(), call());
+    let mut refusals: Vec<String> = [one.await, two.await]
+        .into_iter()
+        .map(|result| {
+            let status = result.unwrap().unwrap_err();
+            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+            status.message().to_owned()
+        })
+        .collect();
+    refusals.sort_by_key(|m| !m.contains("queue is full"));
+    assert!(
+        refusals[0].contains("queue is full: 1 running and 1 waiting calls"),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals[1].contains("no call slot freed up within 1s"),
+        "{refusals:?}"
+    );
+    assert!(running.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_refused_before_they_are_sent() {
+    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    broker.wait_ready().await;
+    for (arguments, hint) in [
+        (r#"{"a": 1}"#, r#"arguments: "b" is a required property"#),
+        (
+            r#"{"a": "one", "b": 2}"#,
+            r#"arguments/a: "one" is not of type "integer""#,
+        ),
+        (
+            r#"{"a": 1, "b": 2, "c": 3}"#,
+            "Additional properties are not allowed ('c' was unexpected)",
+        ),
+    ] {
+        let status = broker.call("add", arguments).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{arguments}");
+        assert!(
+            status.message().contains(hint),
+            "{arguments}: {}",
+            status.message()
+        );
+    }
+    assert!(
+        !broker.dump().contains("invalid arguments for tool add"),
+        "the demo server never saw them (it would have said so)"
+    );
+}
+
+#[tokio::test]
+async fn secrets_stay_out_of_logs_and_out_of_servers_environments() {
+    let config = format!(
+        "servers:\n  - name: snoop\n    command: sh\n    args: [-c, 'env >&2; exec \"$0\" demo-server', {bin:?}]\n    env: {{ API_KEY: \"${{API_KEY}}\" }}\n  - name: trusted\n    command: sh\n    args: [-c, 'env >&2; exec \"$0\" demo-server', {bin:?}]\n    inherit_env: true\n    prefix: t_\n  - name: remote\n    url: http://127.0.0.1:9/mcp\n    headers: {{ Authorization: \"Bearer ${{API_KEY}}\" }}\n",
+        bin = toolbroker_bin()
+    );
+    let env = [
+        ("API_KEY", "configured-secret-5d1e"),
+        ("BROKER_DB_PASSWORD", "broker-secret-0c4a"),
+    ];
+    let broker = Broker::start_with_env(&config, &[env[0], env[1], ("RUST_LOG", "debug")]).await;
+    broker.wait_ready().await;
+    let stderr_of = |server: &str| -> Vec<String> {
+        broker
+            .logs()
+            .iter()
+            .filter(|l| l["server"] == server && l["target"] == "toolbroker::stderr")
+            .filter_map(|l| l["message"].as_str().map(str::to_owned))
+            .collect()
+    };
+    broker
+        .wait_for_log("snoop's environment", |l| {
+            l["server"] == "snoop"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("PATH="))
+        })
+        .await;
+    broker
+        .wait_for_log("trusted's environment", |l| {
+            l["server"] == "trusted"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("PATH="))
+        })
+        .await;
+    let snoop = stderr_of("snoop");
+    assert!(
+        !snoop.iter().any(|l| l.starts_with("BROKER_DB_PASSWORD=")),
+        "the broker's secret reached a server: {snoop:?}"
+    );
+    assert!(
+        snoop.iter().any(|l| l == "API_KEY=configured-secret-5d1e"),
+        "its own env is given"
+    );
+    let trusted = stderr_of("trusted");
+    assert!(
+        trusted.iter().any(|l| l.starts_with("BROKER_DB_PASSWORD=")),
+        "inherit_env passes everything"
+    );
+
+    // Nothing the broker itself logs (at debug) contains a secret; the children's own stderr
+    // above is theirs to print.
+    let own: Vec<String> = broker
+        .logs()
+        .iter()
+        .filter(|l| l["target"] != "toolbroker::stderr")
+        .map(|l| l.to_string())
+        .collect();
+    let leaked: Vec<&String> = own
+        .iter()
+        .filter(|l| l.contains("configured-secret") || l.contains("broker-secret"))
+        .collect();
+    assert!(leaked.is_empty(), "secrets in the broker's log: {leaked:?}");
+    let remote = broker.server("remote").await;
+    assert!(
+        !remote.message.contains("configured-secret"),
+        "{}",
+        remote.message
+    );
+}
