@@ -77,6 +77,9 @@ pub struct DemoServerArgs {
     /// Tools per tools/list page (0: all in one page).
     #[arg(long, default_value_t = 100)]
     pub page_size: usize,
+    /// Handle one tool call at a time (the others wait), like many real MCP servers.
+    #[arg(long)]
+    pub serial: bool,
 }
 
 /// Transports of the demo server.

@@ -71,6 +71,7 @@ async fn demo(args: DemoServerArgs) -> ExitCode {
     let options = demo_server::DemoOptions {
         extra_tools: args.extra_tools,
         page_size: args.page_size,
+        serial: args.serial,
     };
     let http = match args.transport {
         DemoTransport::Stdio => return report(demo_server::serve_stdio(options).await),

@@ -63,6 +63,8 @@ pub struct DemoOptions {
     pub extra_tools: usize,
     /// Tools per `tools/list` page; 0 lists every tool in one page.
     pub page_size: usize,
+    /// Run one tool call at a time, as many real servers do (for replica tests and benchmarks).
+    pub serial: bool,
 }
 
 /// The demo MCP server handler. Clones share one tool set and one set of listeners.
@@ -81,6 +83,8 @@ struct Shared {
     tools_changed: broadcast::Sender<()>,
     /// Cancelled by [`DemoServer::stop_running_tools`]: long calls and listens return at once.
     stop: CancellationToken,
+    /// Held around each tool call with `serial`, so calls wait for the one running.
+    one_at_a_time: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for DemoServer {
@@ -104,6 +108,7 @@ impl DemoServer {
             legacy_peers: Mutex::new(Vec::new()),
             tools_changed,
             stop: CancellationToken::new(),
+            one_at_a_time: tokio::sync::Mutex::new(()),
         };
         Self {
             shared: Arc::new(shared),
@@ -319,6 +324,11 @@ impl ServerHandler for DemoServer {
             return Err(ErrorData::invalid_params(message, None));
         };
         let span = tool_span(&request.name, &context.meta);
+        let _turn = if self.shared.options.serial {
+            Some(self.shared.one_at_a_time.lock().await)
+        } else {
+            None
+        };
         let result = self
             .dispatch(kind, request, context)
             .instrument(span)

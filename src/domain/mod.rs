@@ -9,6 +9,7 @@ pub mod config;
 pub mod expand;
 pub mod names;
 pub mod reload;
+pub mod replicas;
 pub mod schema;
 pub mod state;
 pub mod tool;

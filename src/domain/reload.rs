@@ -67,6 +67,18 @@ mod tests {
     }
 
     #[test]
+    fn a_new_replica_count_restarts_the_server() {
+        let old =
+            servers("servers:\n- {name: a, command: x}\n- {name: b, command: y, replicas: 2}");
+        let new = servers(
+            "servers:\n- {name: a, command: x, replicas: 3}\n- {name: b, command: y, replicas: 2}",
+        );
+        let plan = plan(&old, &new);
+        assert_eq!(names(&plan.restart), ["a"]);
+        assert_eq!(names(&plan.keep), ["b"]);
+    }
+
+    #[test]
     fn the_same_configuration_changes_nothing() {
         let specs = servers("servers:\n- {name: a, command: x}\n- {name: b, url: 'http://h/mcp'}");
         let plan = plan(&specs, &specs);

@@ -19,10 +19,11 @@ use rmcp::{
     service::{Peer, PeerRequestOptions},
 };
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tracing::{Instrument as _, Span, field};
 
 use super::{
+    balance::{Replica, least_busy},
     classify,
     stdout_guard::{Fault, Verdict},
 };
@@ -39,20 +40,18 @@ use crate::{
 const RECORDED_CHARS: usize = 1024;
 
 /// A cheap, cloneable handle for calling the tools of one connected server. Calls share the
-/// server's single session, multiplexed by request id.
+/// sessions of its ready replicas (one, unless `replicas` says more), multiplexed by request id.
 #[derive(Clone, Debug)]
 pub struct Upstream {
     pub(super) server: ServerName,
-    pub(super) peer: Peer<RoleClient>,
+    /// The ready replicas' sessions (never empty); each call goes to the least busy.
+    pub(super) replicas: Arc<[Replica]>,
     pub(super) timeout: Duration,
-    /// Tells the supervisor a call lost its connection, so it checks the session at once.
-    pub(super) suspect: Arc<Notify>,
-    /// What the client span says about the connection.
+    /// What the client span says about the connection; replicas run the same program, so one
+    /// replica's link describes them all.
     pub(super) link: Link,
-    /// The server's call slots and queue.
+    /// The server's call slots and queue, shared by its replicas.
     pub(super) slots: Arc<Slots>,
-    /// Why the transport cut the server's stream, if it did (an over-long result).
-    pub(super) fault: Option<Verdict>,
     /// `limits.max_result_bytes`, for messages.
     pub(super) max_result_bytes: usize,
 }
@@ -162,28 +161,30 @@ impl Upstream {
         let started = Instant::now();
         let result = async {
             let _slot = self.slots.take(&self.server).await?;
+            // The replica is chosen once a slot is free, so queued calls count nowhere.
+            let replica = least_busy(&self.replicas).expect("a ready server has a replica");
             let _in_flight = InFlight::new(&self.server);
-            self.send(params, meta, timeout, &span).await
+            let result = self.send(&replica, params, meta, timeout, &span).await;
+            if let Err(CallError::SessionLost { .. }) = &result {
+                replica.suspect.notify_one();
+            }
+            result.map_err(|error| self.blame_size(&replica, error))
         }
         .instrument(span.clone())
         .await;
-        let result = result.map_err(|error| self.blame_size(error));
         let error_type = match &result {
             Ok(result) if result.is_error == Some(true) => Some("tool_error"),
             Ok(_) => None,
             Err(error) => Some(error_kind(error)),
         };
         self.record(&span, tool, &result, error_type, started.elapsed());
-        if let Err(CallError::SessionLost { .. }) = &result {
-            self.suspect.notify_one();
-        }
         result
     }
 
     /// A session lost because the server's stream carried a result over the limit is the
     /// result's fault: say so (RESOURCE_EXHAUSTED), not just that the connection went.
-    fn blame_size(&self, error: CallError) -> CallError {
-        let too_long = self
+    fn blame_size(&self, replica: &Replica, error: CallError) -> CallError {
+        let too_long = replica
             .fault
             .as_ref()
             .and_then(Verdict::fault)
@@ -241,6 +242,7 @@ impl Upstream {
     /// future is dropped or times out first.
     async fn send(
         &self,
+        replica: &Replica,
         params: CallToolRequestParams,
         meta: RequestMetaObject,
         timeout: Duration,
@@ -249,13 +251,13 @@ impl Upstream {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // Given as the request's meta (not the params'), rmcp merges it with its own keys.
         let options = PeerRequestOptions::no_options().with_meta(meta);
-        let handle = self
+        let handle = replica
             .peer
             .send_request_with_option(request, options)
             .await
             .map_err(|e| classify(&self.server, e))?;
         span.record("jsonrpc.request.id", field::display(&handle.id));
-        let mut guard = CancelOnDrop::new(&self.peer, handle.id.clone());
+        let mut guard = CancelOnDrop::new(&replica.peer, handle.id.clone());
         let answer = match tokio::time::timeout(timeout, handle.await_response()).await {
             Ok(answer) => answer,
             Err(_) => {

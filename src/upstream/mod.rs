@@ -2,6 +2,7 @@
 //! endpoints over streamable HTTP or legacy SSE), one supervisor task per server, and the handle
 //! calls go through.
 
+mod balance;
 mod calls;
 mod connect;
 mod detect;

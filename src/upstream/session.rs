@@ -11,8 +11,9 @@ use rmcp::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
-    Upstream, UpstreamError,
-    calls::{Link, Slots},
+    UpstreamError,
+    balance::Replica,
+    calls::Link,
     connect,
     handler::Handler,
     http, listing,
@@ -82,8 +83,13 @@ impl Session {
         }
     }
 
-    /// A handle for calls, with the server's call timeout.
-    pub fn upstream(&self, spec: &ServerSpec) -> Upstream {
+    /// The call side of this session, for the server's [`Upstream`](super::Upstream).
+    pub fn replica(&self) -> Replica {
+        Replica::new(self.peer.clone(), self.suspect.clone(), self.fault.clone())
+    }
+
+    /// What client spans say about this session's connection.
+    pub fn link(&self, spec: &ServerSpec) -> Link {
         let address = match &spec.transport {
             TransportSpec::Http(http) => url::Url::parse(&http.url).ok().and_then(|url| {
                 let host = url.host_str()?.to_owned();
@@ -96,19 +102,10 @@ impl Session {
             .peer_info()
             .map(|info| info.protocol_version.to_string())
             .unwrap_or_default();
-        Upstream {
-            server: spec.name.clone(),
-            peer: self.peer.clone(),
-            timeout: spec.timeout,
-            suspect: self.suspect.clone(),
-            link: Link {
-                network: if address.is_some() { "tcp" } else { "pipe" },
-                address,
-                protocol,
-            },
-            slots: Arc::new(Slots::new(spec.concurrency)),
-            fault: self.fault.clone(),
-            max_result_bytes: spec.max_result_bytes,
+        Link {
+            network: if address.is_some() { "tcp" } else { "pipe" },
+            address,
+            protocol,
         }
     }
 

@@ -98,8 +98,15 @@ fn install_once(
 
 /// YAML for a server entry running our demo server over stdio.
 pub fn demo_server(name: &str, extra: &str) -> String {
+    demo_server_with_args(name, &[], extra)
+}
+
+/// YAML for a server entry running our demo server over stdio with extra arguments
+/// (e.g. `--serial`).
+pub fn demo_server_with_args(name: &str, args: &[&str], extra: &str) -> String {
+    let args: String = args.iter().map(|arg| format!(", {arg:?}")).collect();
     format!(
-        "  - name: {name}\n    command: {bin:?}\n    args: [demo-server]\n{extra}",
+        "  - name: {name}\n    command: {bin:?}\n    args: [demo-server{args}]\n{extra}",
         bin = toolbroker_bin()
     )
 }

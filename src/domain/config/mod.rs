@@ -7,6 +7,7 @@
 //! `toolbroker check` lists them all. Env and header values are secrets ([`SecretString`]), so
 //! a `Debug` print of a config never shows them.
 
+mod capacity;
 mod raw;
 mod security;
 mod transport;
@@ -40,6 +41,10 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 128;
 pub const DEFAULT_MAX_QUEUED_CALLS: usize = 1024;
 /// How long a call may wait for a slot, when the entry gives none.
 pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Copies of a stdio server, when the entry gives none.
+pub const DEFAULT_REPLICAS: usize = 1;
+/// The most copies of one stdio server: each is a process with its own pipes and memory.
+pub const MAX_REPLICAS: usize = 64;
 /// The longest prefix allowed, leaving room for the tool name within the 64 characters
 /// LLM APIs accept.
 pub const MAX_PREFIX_LEN: usize = 32;
@@ -107,6 +112,8 @@ pub struct ServerSpec {
     pub concurrency: Concurrency,
     /// The largest tool result read from it (`limits.max_result_bytes`).
     pub max_result_bytes: usize,
+    /// How many copies of a stdio server run, calls spread over them; always 1 over HTTP.
+    pub replicas: usize,
 }
 
 /// How many calls a server takes at once; the rest queue, up to a bound and for a while.

@@ -55,6 +55,7 @@ pub(super) struct RawServer {
     pub max_queued_calls: Option<u64>,
     pub queue_timeout: Option<Value>,
     pub inherit_env: Option<bool>,
+    pub replicas: Option<u64>,
 }
 
 /// The two ways of writing a server entry.

@@ -6,9 +6,8 @@ use std::{collections::HashMap, net::SocketAddr, time::Duration};
 use serde_json::{Map, Value};
 
 use super::{
-    Backoff, Concurrency, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
-    DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_QUEUED_CALLS,
-    DEFAULT_QUEUE_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
+    Backoff, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
+    DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
     path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
@@ -207,6 +206,8 @@ impl Checker<'_, '_> {
         );
         let (mut raw, dropped) = raw::deserialize_all::<RawServer>(map, at, self.errors);
         let name = self.server_name(entry.key, raw.name.take(), at, &dropped, seen);
+        let over_http = raw.url.is_some() && raw.command.is_none();
+        let replicas = self.replicas(raw.replicas.take(), over_http, at);
         let transport = self.transport(&mut raw, at, &dropped);
         let concurrency = self.concurrency(&mut raw, at);
         let tools = self.tools(raw.tools, at);
@@ -226,6 +227,7 @@ impl Checker<'_, '_> {
             backoff,
             concurrency,
             max_result_bytes: super::security::DEFAULT_MAX_RESULT_BYTES,
+            replicas,
         };
         (self.errors.len() == before).then_some(spec)
     }
@@ -304,34 +306,6 @@ impl Checker<'_, '_> {
             self.error(&at, reason);
         }
         prefix
-    }
-
-    /// How many calls run at once and wait; at least one must be able to run.
-    fn concurrency(&mut self, raw: &mut RawServer, at: &str) -> Concurrency {
-        let max_calls = raw
-            .max_concurrent_calls
-            .take()
-            .map_or(DEFAULT_MAX_CONCURRENT_CALLS, |n| n as usize);
-        if max_calls == 0 {
-            self.error(
-                &path::field(at, "max_concurrent_calls"),
-                "must be at least 1",
-            );
-        }
-        let max_queued = raw
-            .max_queued_calls
-            .take()
-            .map_or(DEFAULT_MAX_QUEUED_CALLS, |n| n as usize);
-        let queue_timeout = self.duration(
-            raw.queue_timeout.take(),
-            DEFAULT_QUEUE_TIMEOUT,
-            &path::field(at, "queue_timeout"),
-        );
-        Concurrency {
-            max_calls: max_calls.max(1),
-            max_queued,
-            queue_timeout,
-        }
     }
 
     /// The restart delays; the longest may not be shorter than the first.

@@ -293,6 +293,31 @@ fn security_errors() {
 }
 
 #[test]
+fn replicas_are_1_to_64_and_only_for_stdio_servers() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "servers: [{name: a, url: 'http://h', replicas: 2}]",
+            &[("servers[0].replicas", "only for stdio servers")],
+        ),
+        (
+            "servers: [{name: a, command: x, replicas: 0}]",
+            &[("servers[0].replicas", "between 1 and 64, not 0")],
+        ),
+        (
+            "mcpServers: {a: {command: x, replicas: 65}}",
+            &[("mcpServers.a.replicas", "between 1 and 64, not 65")],
+        ),
+        (
+            "servers: [{name: a, command: x, replicas: -1}]",
+            &[("servers[0].replicas", "")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
 fn value_errors() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (

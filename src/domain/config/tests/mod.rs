@@ -75,6 +75,7 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         backoff: Backoff::default(),
         concurrency: Concurrency::default(),
         max_result_bytes: 16 << 20,
+        replicas: 1,
     }
 }
 
@@ -408,7 +409,7 @@ auth:
 tls: { cert: /etc/tls.crt, key: /etc/tls.key }
 reflection: false
 limits: { max_request_bytes: 1MiB, max_response_bytes: 2048, max_result_bytes: "64 KiB" }
-servers: [{name: a, command: x, max_concurrent_calls: 2, max_queued_calls: 0, queue_timeout: 250ms, inherit_env: true}]
+servers: [{name: a, command: x, max_concurrent_calls: 2, max_queued_calls: 0, queue_timeout: 250ms, inherit_env: true, replicas: 4}]
 "#);
     let tokens = &config.auth.tokens;
     assert_eq!(tokens[0].name, "agent-a");
@@ -438,6 +439,7 @@ servers: [{name: a, command: x, max_concurrent_calls: 2, max_queued_calls: 0, qu
     );
     assert_eq!(server.concurrency.queue_timeout, Duration::from_millis(250));
     assert!(matches!(&server.transport, TransportSpec::Stdio(s) if s.inherit_env));
+    assert_eq!(server.replicas, 4);
     let defaults = ok("servers: []");
     assert!(defaults.reflection && !defaults.auth.enabled() && defaults.tls.is_none());
     assert_eq!(defaults.limits.max_request_bytes, 4 << 20);

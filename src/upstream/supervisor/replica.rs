@@ -1,19 +1,20 @@
-//! One task per configured server: start its session, publish its tools and state, follow
-//! `tools/list_changed`, notice when the session dies, and start it again with backoff, until
-//! told to stop.
+//! One replica of a server: start its session, report it ready, follow `tools/list_changed`,
+//! notice when the session dies, and start it again with backoff, until told to stop. What it
+//! sees goes to the server's [`Board`].
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::session::Session;
+use super::{board::Board, initial_condition};
 use crate::{
-    broker::Broker,
     domain::{
         backoff,
         config::ServerSpec,
         state::{ServerCondition, ServerState},
+        tool::ToolSpec,
     },
+    upstream::session::Session,
 };
 
 /// A session that stayed up this long was healthy: the next failure starts backoff afresh.
@@ -24,31 +25,27 @@ const PING_EVERY: Duration = Duration::from_secs(15);
 /// How long a ping may take before the session counts as dead.
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Owns one server's session for as long as the server is configured.
-pub struct Supervisor {
-    spec: ServerSpec,
-    broker: Broker,
-    stop: CancellationToken,
+/// Owns one replica's session for as long as the server runs.
+pub(super) struct ReplicaLoop<'a> {
+    index: usize,
+    spec: &'a ServerSpec,
+    board: &'a Board,
+    stop: &'a CancellationToken,
     restarts: u32,
 }
 
-/// The condition a server is in before its supervisor has done anything.
-pub fn initial_condition(spec: &ServerSpec) -> ServerCondition {
-    ServerCondition {
-        state: ServerState::Connecting,
-        message: "starting".into(),
-        transport: spec.transport.name().into(),
-        restarts: 0,
-        since: SystemTime::now(),
-    }
-}
-
-impl Supervisor {
-    /// A supervisor that reports to `broker` and stops when `stop` is cancelled.
-    pub fn new(spec: ServerSpec, broker: Broker, stop: CancellationToken) -> Self {
+impl<'a> ReplicaLoop<'a> {
+    /// Replica `index` (from 0) of the server `spec` describes.
+    pub(super) fn new(
+        index: usize,
+        spec: &'a ServerSpec,
+        board: &'a Board,
+        stop: &'a CancellationToken,
+    ) -> Self {
         Self {
+            index,
             spec,
-            broker,
+            board,
             stop,
             restarts: 0,
         }
@@ -56,7 +53,7 @@ impl Supervisor {
 
     /// Runs until `stop` is cancelled: connect, serve, and after every failure wait (backoff
     /// with jitter) and connect again. The session and its process are closed before return.
-    pub async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         let mut attempt = 0;
         let mut state = ServerState::Connecting;
         loop {
@@ -64,17 +61,17 @@ impl Supervisor {
                 ServerState::Connecting => "starting".to_owned(),
                 _ => format!("reconnecting (attempt {})", self.restarts),
             };
-            self.report(state, message, None);
+            self.report(state, message);
             let started = tokio::select! {
                 biased;
-                _ = self.stop.cancelled() => break,
-                started = Session::start(&self.spec) => started,
+                _ = self.stop.cancelled() => return,
+                started = Session::start(self.spec) => started,
             };
             let failure = match started {
                 Ok((session, tools)) => {
                     let up = Instant::now();
                     let Some(why) = self.serve(session, tools).await else {
-                        return self.report(ServerState::Stopped, "stopped".into(), None);
+                        return;
                     };
                     if up.elapsed() >= STABLE_AFTER {
                         attempt = 0;
@@ -83,28 +80,28 @@ impl Supervisor {
                     format!("session lost: the server {why}")
                 }
                 Err(error) => {
-                    tracing::warn!(server = %self.spec.name, %error, "server failed to start");
+                    tracing::warn!(server = %self.spec.name, replica = self.index + 1, %error,
+                        "server failed to start");
                     state = ServerState::Failed;
                     error.to_string()
                 }
             };
             if !self.wait_before_restart(state, &failure, attempt).await {
-                break;
+                return;
             }
             attempt = attempt.saturating_add(1);
             self.restarts += 1;
             state = ServerState::Reconnecting;
         }
-        self.report(ServerState::Stopped, "stopped".into(), None);
     }
 
-    /// Shows why the server is down and when it is tried again, then waits; false if told to
+    /// Shows why the replica is down and when it is tried again, then waits; false if told to
     /// stop meanwhile.
     async fn wait_before_restart(&self, state: ServerState, failure: &str, attempt: u32) -> bool {
         let backoff = self.spec.backoff;
         let delay = backoff::delay(attempt, backoff.initial, backoff.max, fastrand::f64());
         let retry = humantime::format_duration(Duration::from_millis(delay.as_millis() as u64));
-        self.report(state, format!("{failure}; next attempt in {retry}"), None);
+        self.report(state, format!("{failure}; next attempt in {retry}"));
         tokio::select! {
             biased;
             _ = self.stop.cancelled() => false,
@@ -112,20 +109,18 @@ impl Supervisor {
         }
     }
 
-    /// Publishes a READY session and follows it until it dies (`Some(why)`) or the supervisor
-    /// is told to stop (`None`, after closing the session).
-    async fn serve(
-        &self,
-        mut session: Session,
-        tools: Vec<crate::domain::tool::ToolSpec>,
-    ) -> Option<String> {
+    /// Reports a READY session and follows it until it dies (`Some(why)`) or the replica is
+    /// told to stop (`None`, after closing the session).
+    async fn serve(&self, mut session: Session, tools: Vec<ToolSpec>) -> Option<String> {
         let name = &self.spec.name;
-        tracing::info!(server = %name, tools = tools.len(), transport = session.transport, "{}", session.description);
-        self.broker.set_tools(name, tools);
-        let upstream = session.upstream(&self.spec);
+        let replica = self.index + 1;
+        tracing::info!(server = %name, replica, tools = tools.len(), transport = session.transport,
+            "{}", session.description);
         let mut ready = self.condition(ServerState::Ready, session.description.clone());
         ready.transport = session.transport.into();
-        self.broker.set_condition(name, ready, Some(upstream));
+        let link = session.link(self.spec);
+        self.board
+            .ready(self.index, ready, session.replica(), link, tools);
         let tools_changed = session.tools_changed.clone();
         let suspect = session.suspect.clone();
         let pings = session.transport != "stdio";
@@ -134,7 +129,7 @@ impl Supervisor {
                 biased;
                 _ = self.stop.cancelled() => {
                     let how = session.close().await;
-                    tracing::info!(server = %name, "stopped; the server {how}");
+                    tracing::info!(server = %name, replica, "stopped; the server {how}");
                     return None;
                 }
                 why = session.ended() => return Some(self.lost(session, why).await),
@@ -153,13 +148,13 @@ impl Supervisor {
         }
     }
 
-    /// A dead session: withdraw it from the broker at once (its tools go, calls stop being
-    /// routed to it), then close what is left of it.
+    /// A dead session: withdraw it at once (calls stop being routed to it, and the server's
+    /// tools go if no other replica is ready), then close what is left of it.
     async fn lost(&self, session: Session, why: String) -> String {
         let name = &self.spec.name;
-        tracing::warn!(server = %name, "session lost: the server {why}");
+        tracing::warn!(server = %name, replica = self.index + 1, "session lost: the server {why}");
         let message = format!("session lost: the server {why}");
-        self.report(ServerState::Reconnecting, message, None);
+        self.report(ServerState::Reconnecting, message);
         session.close().await;
         why
     }
@@ -170,7 +165,7 @@ impl Supervisor {
         match tokio::time::timeout(self.spec.timeout, session.list_tools()).await {
             Ok(Ok(tools)) => {
                 tracing::info!(server = %name, tools = tools.len(), "tool list changed");
-                self.broker.set_tools(name, tools);
+                self.board.tools(tools);
             }
             Ok(Err(error)) => tracing::warn!(server = %name, %error, "re-listing tools failed"),
             Err(_) => tracing::warn!(server = %name, "re-listing tools timed out"),
@@ -182,13 +177,12 @@ impl Supervisor {
             state,
             message,
             restarts: self.restarts,
-            ..initial_condition(&self.spec)
+            ..initial_condition(self.spec)
         }
     }
 
-    fn report(&self, state: ServerState, message: String, upstream: Option<super::Upstream>) {
-        let condition = self.condition(state, message);
-        self.broker
-            .set_condition(&self.spec.name, condition, upstream);
+    fn report(&self, state: ServerState, message: String) {
+        self.board
+            .report(self.index, self.condition(state, message));
     }
 }

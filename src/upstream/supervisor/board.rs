@@ -1,0 +1,164 @@
+//! Where a server's replicas report: their conditions combined into the server's one
+//! condition ([`combine`]), the tool list taken from the first replica ready, and a call handle
+//! over the ready ones, all published to the broker.
+
+use std::sync::{Arc, Mutex};
+
+use super::initial_condition;
+use crate::{
+    broker::Broker,
+    domain::{
+        config::ServerSpec,
+        names::ServerName,
+        replicas::combine,
+        state::{ServerCondition, ServerState},
+        tool::ToolSpec,
+    },
+    upstream::{
+        Upstream,
+        balance::Replica,
+        calls::{Link, Slots},
+    },
+};
+
+/// One server's replicas, as last reported.
+pub(super) struct Board {
+    name: ServerName,
+    broker: Broker,
+    /// What every call handle of the server is built with.
+    template: Template,
+    /// Held only to record a report and publish it; never across an await.
+    replicas: Mutex<Replicas>,
+}
+
+/// The parts of the server's [`Upstream`] that do not depend on which replicas are ready.
+struct Template {
+    timeout: std::time::Duration,
+    max_result_bytes: usize,
+    /// Shared by all replicas and sessions: `max_concurrent_calls` is per server.
+    slots: Arc<Slots>,
+    /// The configured transport, for the final STOPPED status.
+    transport: String,
+}
+
+struct Replicas {
+    each: Vec<Entry>,
+    /// The server's condition as last published.
+    shown: ServerCondition,
+}
+
+struct Entry {
+    condition: ServerCondition,
+    /// The session's call side and link, while the replica is READY.
+    serving: Option<(Replica, Link)>,
+}
+
+impl Board {
+    /// A board for `spec`'s replicas, all starting.
+    pub(super) fn new(spec: &ServerSpec, broker: Broker) -> Self {
+        let initial = initial_condition(spec);
+        let each = (0..spec.replicas)
+            .map(|_| Entry {
+                condition: initial.clone(),
+                serving: None,
+            })
+            .collect();
+        Self {
+            name: spec.name.clone(),
+            broker,
+            template: Template {
+                timeout: spec.timeout,
+                max_result_bytes: spec.max_result_bytes,
+                slots: Arc::new(Slots::new(spec.concurrency)),
+                transport: initial.transport.clone(),
+            },
+            replicas: Mutex::new(Replicas {
+                each,
+                shown: initial,
+            }),
+        }
+    }
+
+    /// Replica `index` is not serving: starting, lost, failed or waiting to restart.
+    pub(super) fn report(&self, index: usize, condition: ServerCondition) {
+        let mut replicas = self.lock();
+        replicas.each[index] = Entry {
+            condition,
+            serving: None,
+        };
+        self.publish(&mut replicas);
+    }
+
+    /// Replica `index` is READY with a new session. Its tools become the server's if no other
+    /// replica was serving; otherwise the server's list stands (replicas run the same program).
+    pub(super) fn ready(
+        &self,
+        index: usize,
+        condition: ServerCondition,
+        replica: Replica,
+        link: Link,
+        tools: Vec<ToolSpec>,
+    ) {
+        let mut replicas = self.lock();
+        if replicas.each.iter().all(|entry| entry.serving.is_none()) {
+            self.broker.set_tools(&self.name, tools);
+        }
+        replicas.each[index] = Entry {
+            condition,
+            serving: Some((replica, link)),
+        };
+        self.publish(&mut replicas);
+    }
+
+    /// A replica listed the server's tools again (after `tools/list_changed`).
+    pub(super) fn tools(&self, tools: Vec<ToolSpec>) {
+        // Under the lock, so that a list and a status reach the broker in the order they came.
+        let _order = self.lock();
+        self.broker.set_tools(&self.name, tools);
+    }
+
+    /// Every replica has stopped: the server is STOPPED.
+    pub(super) fn stopped(&self) {
+        let mut replicas = self.lock();
+        let restarts = replicas.each.iter().map(|e| e.condition.restarts).sum();
+        let stopped = ServerCondition {
+            state: ServerState::Stopped,
+            message: "stopped".into(),
+            transport: self.template.transport.clone(),
+            restarts,
+            since: std::time::SystemTime::now(),
+        };
+        for entry in &mut replicas.each {
+            entry.serving = None;
+        }
+        replicas.shown = stopped.clone();
+        self.broker.set_condition(&self.name, stopped, None);
+    }
+
+    /// Tells the broker the server's condition and call handle as the replicas now stand.
+    fn publish(&self, replicas: &mut Replicas) {
+        let conditions: Vec<ServerCondition> =
+            replicas.each.iter().map(|e| e.condition.clone()).collect();
+        let combined = combine(&conditions, &replicas.shown);
+        let serving: Vec<&(Replica, Link)> = replicas
+            .each
+            .iter()
+            .filter_map(|entry| entry.serving.as_ref())
+            .collect();
+        let upstream = serving.first().map(|(_, link)| Upstream {
+            server: self.name.clone(),
+            replicas: serving.iter().map(|(replica, _)| replica.clone()).collect(),
+            timeout: self.template.timeout,
+            link: link.clone(),
+            slots: self.template.slots.clone(),
+            max_result_bytes: self.template.max_result_bytes,
+        });
+        replicas.shown = combined.clone();
+        self.broker.set_condition(&self.name, combined, upstream);
+    }
+
+    /// Poisoning is ignored: every critical section leaves the entries whole.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Replicas> {
+        self.replicas.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
