@@ -9,7 +9,9 @@ use tokio::{
     process::{Child, Command},
 };
 use tonic::transport::Channel;
-use toolbroker::proto::tool_broker_client::ToolBrokerClient;
+use toolbroker::proto::{CallToolRequest, tool_broker_client::ToolBrokerClient};
+
+use crate::{Plan, calls, report::Figures};
 
 /// A running broker.
 pub struct BrokerProcess {
@@ -91,6 +93,40 @@ impl BrokerProcess {
             }
         }
         Err(anyhow!("the broker never became ready"))
+    }
+
+    /// Closed-loop CallTool `request` at `concurrency`, with the broker's CPU per call and RSS.
+    pub async fn call_load(
+        &self,
+        request: CallToolRequest,
+        concurrency: usize,
+        plan: Plan,
+    ) -> anyhow::Result<Figures> {
+        let client = self.client().await?;
+        let call = move || {
+            let mut client = client.clone();
+            let request = request.clone();
+            async move {
+                client.call_tool(request).await?;
+                anyhow::Ok(())
+            }
+        };
+        let cpu_before = self.cpu()?;
+        let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
+        // CPU over warm-up and run, per measured call: slightly pessimistic, never flattering.
+        figures.broker_cpu = Some(self.cpu()? - cpu_before);
+        figures.broker_rss_mib = Some(self.rss_mib()?);
+        Ok(figures)
+    }
+
+    /// [`Self::call_load`] of `echo {"message": "hello"}`.
+    pub async fn echo_load(&self, concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
+        let request = CallToolRequest {
+            name: "echo".into(),
+            arguments_json: r#"{"message": "hello"}"#.into(),
+            ..Default::default()
+        };
+        self.call_load(request, concurrency, plan).await
     }
 
     /// Its process id.

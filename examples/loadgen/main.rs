@@ -2,98 +2,148 @@
 //! same run so that a noisy machine still gives trustworthy ratios.
 //!
 //! ```text
-//! cargo build --release && cargo run --release --example loadgen -- tracing [--seconds 5]
+//! cargo build --release && cargo run --release --example loadgen -- all [--seconds 5] [--quick]
 //! ```
-//! `tracing`: CallTool `echo` with span export off, then on (to an OTLP collector run here),
-//! at concurrency 1 and 16.
+//! Scenarios (each alone, or `all`):
+//! - `calls`: CallTool `echo` at concurrency 1, 16, 64, beside an rmcp client calling the same
+//!   demo server directly over stdio;
+//! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`;
+//! - `watch`: N Watch streams, time until all have seen a tool-set change;
+//! - `startup`: time from process start to the port accepting, and idle RSS;
+//! - `replicas`: a one-request-at-a-time server with `replicas: 1` and `replicas: 4`;
+//! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here).
+//!
+//! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
+//! working; its figures mean nothing.
 
 mod broker;
 mod calls;
 mod collector;
+mod direct;
+mod fanout;
+mod listing;
+mod replicas;
 mod report;
+mod startup;
+mod tracing_cost;
 
 use std::time::Duration;
 
-use broker::BrokerProcess;
-use toolbroker::proto::CallToolRequest;
+use serde_json::{Map, Value};
+
+/// How long and how big the runs are.
+#[derive(Clone, Copy)]
+pub struct Plan {
+    /// Measured time of one load run.
+    pub duration: Duration,
+    /// Unmeasured time before it.
+    pub warmup: Duration,
+    /// Smaller sizes and fewer repetitions.
+    pub quick: bool,
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let seconds: u64 = flag(&args, "--seconds").map_or(Ok(5), |s| s.parse())?;
-    let duration = Duration::from_secs(seconds);
-    match args.first().map(String::as_str) {
-        Some("tracing") => tracing_overhead(duration).await,
-        _ => {
-            eprintln!("usage: loadgen tracing [--seconds N]");
-            std::process::exit(2);
-        }
+    let quick = args.iter().any(|a| a == "--quick");
+    let seconds: f64 =
+        flag(&args, "--seconds").map_or(Ok(if quick { 0.5 } else { 5.0 }), |s| s.parse())?;
+    let plan = Plan {
+        duration: Duration::from_secs_f64(seconds),
+        warmup: Duration::from_secs_f64(if quick { 0.2 } else { 1.0 }),
+        quick,
+    };
+    let scenario = args.first().map(String::as_str).unwrap_or("");
+    let all = scenario == "all";
+    let known = [
+        "all", "calls", "list", "watch", "startup", "replicas", "tracing",
+    ];
+    if !known.contains(&scenario) {
+        eprintln!("usage: loadgen {} [--seconds N] [--quick]", known.join("|"));
+        std::process::exit(2);
     }
+    println!("{}", machine());
+    if all || scenario == "startup" {
+        startup::run(plan).await?;
+    }
+    if all || scenario == "calls" {
+        calls_vs_direct(plan).await?;
+    }
+    if all || scenario == "list" {
+        listing::run(plan).await?;
+    }
+    if all || scenario == "watch" {
+        fanout::run(plan).await?;
+    }
+    if all || scenario == "replicas" {
+        replicas::run(plan).await?;
+    }
+    if all || scenario == "tracing" {
+        tracing_cost::run(plan).await?;
+    }
+    Ok(())
 }
 
 fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a String> {
     args.iter().skip_while(|a| *a != name).nth(1)
 }
 
-/// The demo server, with the binary's own path.
-fn demo_config() -> anyhow::Result<String> {
+/// The machine, for the record.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines().find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split(':')
+                    .nth(1)
+                    .map(str::trim)
+                    .map(str::to_owned)
+            })
+        })
+        .unwrap_or_default();
+    format!("# {cpus} CPUs ({model}); loadgen, broker and MCP servers share them")
+}
+
+/// A broker config with the demo server given `args` (after `demo-server`), plus `extra` YAML
+/// lines for the server entry.
+pub fn demo_config(args: &[&str], extra: &str) -> anyhow::Result<String> {
     let bin = broker::toolbroker_bin()?;
+    let mut all = vec!["demo-server"];
+    all.extend_from_slice(args);
     Ok(format!(
-        "servers:\n  - name: demo\n    command: {bin:?}\n    args: [demo-server]\n"
+        "servers:\n  - name: demo\n    command: {bin:?}\n    args: {all:?}\n    init_timeout: 120s\n{extra}"
     ))
 }
 
-/// CallTool `echo` with and without span export, and the difference.
-async fn tracing_overhead(duration: Duration) -> anyhow::Result<()> {
-    let endpoint = collector::start().await?;
-    let exporting = vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".to_owned()),
-    ];
-    println!(
-        "CallTool echo, span export off vs on ({}s per run)",
-        duration.as_secs()
-    );
-    for concurrency in [1, 16] {
-        let off = echo_load(&[], concurrency, duration).await?;
-        let on = echo_load(&exporting, concurrency, duration).await?;
-        println!("{}", off.row(&format!("c={concurrency} tracing off")));
-        println!("{}", on.row(&format!("c={concurrency} tracing on")));
+/// `{"message": "hello"}`.
+pub fn hello() -> Map<String, Value> {
+    let mut arguments = Map::new();
+    arguments.insert("message".into(), "hello".into());
+    arguments
+}
+
+/// CallTool `echo` through the broker beside the same calls made directly, at each concurrency.
+async fn calls_vs_direct(plan: Plan) -> anyhow::Result<()> {
+    println!("\n## CallTool echo: broker vs direct rmcp client (demo server over stdio)");
+    for concurrency in [1, 16, 64] {
+        let direct = direct::Direct::start(&[]).await?;
+        let baseline = direct
+            .load("echo", hello(), concurrency, plan.warmup, plan.duration)
+            .await?;
+        direct.stop().await?;
+        let broker = broker::BrokerProcess::start(&demo_config(&[], "")?, &[]).await?;
+        let through = broker.echo_load(concurrency, plan).await?;
+        println!("{}", baseline.row(&format!("c={concurrency} direct")));
+        println!("{}", through.row(&format!("c={concurrency} broker")));
         println!(
-            "c={concurrency} on/off: throughput {:.2}x, p50 {:+.3} ms, cpu/call {:+.1} µs",
-            on.rate() / off.rate(),
-            on.ms(0.5) - off.ms(0.5),
-            on.cpu_per_call_us().unwrap_or(0.0) - off.cpu_per_call_us().unwrap_or(0.0),
+            "c={concurrency} broker/direct: throughput {:.2}x, p50 {:+.3} ms, p99 {:+.3} ms, broker cpu/call {:.1} µs",
+            through.rate() / baseline.rate(),
+            through.ms(0.5) - baseline.ms(0.5),
+            through.ms(0.99) - baseline.ms(0.99),
+            through.cpu_per_call_us().unwrap_or(f64::NAN),
         );
     }
     Ok(())
-}
-
-/// One broker, one load run of CallTool `echo`.
-async fn echo_load(
-    env: &[(&str, String)],
-    concurrency: usize,
-    duration: Duration,
-) -> anyhow::Result<report::Figures> {
-    let broker = BrokerProcess::start(&demo_config()?, env).await?;
-    let client = broker.client().await?;
-    let request = CallToolRequest {
-        name: "echo".into(),
-        arguments_json: r#"{"message": "hello"}"#.into(),
-        ..Default::default()
-    };
-    let call = move || {
-        let mut client = client.clone();
-        let request = request.clone();
-        async move {
-            client.call_tool(request).await?;
-            anyhow::Ok(())
-        }
-    };
-    let cpu_before = broker.cpu()?;
-    let mut figures = calls::run(concurrency, Duration::from_secs(1), duration, call).await?;
-    // CPU over warm-up and run, per measured call: slightly pessimistic, never flattering.
-    figures.broker_cpu = Some(broker.cpu()? - cpu_before);
-    figures.broker_rss_mib = Some(broker.rss_mib()?);
-    Ok(figures)
 }

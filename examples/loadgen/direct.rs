@@ -1,0 +1,65 @@
+//! The baseline: an rmcp client calling the demo server directly over stdio, with no broker in
+//! between, so that every broker figure has a same-run direct figure beside it.
+
+use std::{process::Stdio, time::Duration};
+
+use rmcp::{
+    ServiceExt,
+    model::CallToolRequestParams,
+    service::{RoleClient, RunningService},
+    transport::TokioChildProcess,
+};
+use serde_json::{Map, Value};
+
+use crate::{broker::toolbroker_bin, calls, report::Figures};
+
+/// A demo server spoken to directly.
+pub struct Direct {
+    client: RunningService<RoleClient, ()>,
+}
+
+impl Direct {
+    /// Starts `toolbroker demo-server` (with `args`) as a child and initializes a session.
+    pub async fn start(args: &[&str]) -> anyhow::Result<Self> {
+        let mut command = tokio::process::Command::new(toolbroker_bin()?);
+        command.arg("demo-server").args(args);
+        let (transport, _stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(Self {
+            client: ().serve(transport).await?,
+        })
+    }
+
+    /// Closed-loop calls of `tool` with `arguments` at `concurrency`.
+    pub async fn load(
+        &self,
+        tool: &'static str,
+        arguments: Map<String, Value>,
+        concurrency: usize,
+        warmup: Duration,
+        duration: Duration,
+    ) -> anyhow::Result<Figures> {
+        let peer = self.client.peer().clone();
+        let call = move || {
+            let peer = peer.clone();
+            let params = CallToolRequestParams::new(tool).with_arguments(arguments.clone());
+            async move {
+                peer.call_tool(params).await?;
+                anyhow::Ok(())
+            }
+        };
+        calls::run(concurrency, warmup, duration, call).await
+    }
+
+    /// The session, to send requests on.
+    pub fn peer(&self) -> rmcp::Peer<RoleClient> {
+        self.client.peer().clone()
+    }
+
+    /// Ends the session (and the child).
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.client.cancel().await?;
+        Ok(())
+    }
+}
