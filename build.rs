@@ -18,6 +18,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Ours, so that ListTools can send an answer encoded once per catalog revision.
+        .extern_path(
+            ".toolbroker.v1.ListToolsResponse",
+            "crate::grpc::listing::ListToolsResponse",
+        )
         .compile_fds(fds)?;
     Ok(())
 }

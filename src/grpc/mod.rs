@@ -3,6 +3,7 @@
 
 pub mod convert;
 mod deadline;
+pub mod listing;
 pub mod observe;
 pub mod server;
 pub mod service;

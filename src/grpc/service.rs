@@ -10,7 +10,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::{convert, deadline, observe::observe, status, visibility::Visibility, watch::Watcher};
+use super::{
+    convert, deadline, listing::EncodedTools, observe::observe, status, visibility::Visibility,
+    watch::Watcher,
+};
 use crate::{
     auth,
     broker::{Broker, Snapshot},
@@ -49,6 +52,8 @@ impl Drop for Running<'_> {
 struct ToolCache {
     revision: u64,
     tools: Arc<Vec<proto::Tool>>,
+    /// The same tools, encoded for ListTools.
+    encoded: Arc<EncodedTools>,
 }
 
 impl BrokerService {
@@ -92,12 +97,13 @@ impl BrokerService {
         Ok(message)
     }
 
-    /// Every tool in proto form for this snapshot's revision, converted at most once.
-    fn proto_tools(&self, snapshot: &Snapshot) -> Arc<Vec<proto::Tool>> {
+    /// Every tool in proto form for this snapshot's revision, converted and encoded at most
+    /// once.
+    fn cached_tools(&self, snapshot: &Snapshot) -> ToolCache {
         let revision = snapshot.catalog.revision();
         let mut cache = self.tools.lock().unwrap_or_else(|e| e.into_inner());
         match &*cache {
-            Some(cached) if cached.revision == revision => cached.tools.clone(),
+            Some(cached) if cached.revision == revision => cached.clone(),
             _ => {
                 let tools: Vec<_> = snapshot
                     .catalog
@@ -105,12 +111,13 @@ impl BrokerService {
                     .values()
                     .map(|t| convert::tool(t))
                     .collect();
-                let tools = Arc::new(tools);
-                *cache = Some(ToolCache {
+                let cached = ToolCache {
                     revision,
-                    tools: tools.clone(),
-                });
-                tools
+                    encoded: Arc::new(EncodedTools::new(&tools)),
+                    tools: Arc::new(tools),
+                };
+                *cache = Some(cached.clone());
+                cached
             }
         }
     }
@@ -136,7 +143,7 @@ impl BrokerService {
     }
 
     fn visible_tools(&self, snapshot: &Snapshot, visibility: &Visibility) -> Vec<proto::Tool> {
-        let tools = self.proto_tools(snapshot);
+        let tools = self.cached_tools(snapshot).tools;
         if visibility.everything() {
             return tools.as_ref().clone();
         }
@@ -216,10 +223,11 @@ impl ToolBroker for Arc<BrokerService> {
             let snapshot = self.broker.snapshot();
             let caller = auth::caller(&request);
             let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)?;
-            let response = proto::ListToolsResponse {
-                tools: self.visible_tools(&snapshot, &visibility),
-                revision: snapshot.catalog.revision(),
-            };
+            let cached = self.cached_tools(&snapshot);
+            let everything = visibility.everything();
+            let response = cached.encoded.response(cached.revision, |i| {
+                everything || visibility.tool(&cached.tools[i])
+            });
             Ok(Response::new(self.within_limit(response)?))
         })
         .await
