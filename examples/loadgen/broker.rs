@@ -75,11 +75,16 @@ impl BrokerProcess {
         })
     }
 
+    /// A connection to the broker.
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        Ok(Channel::from_shared(format!("http://{}", self.addr))?
+            .connect()
+            .await?)
+    }
+
     /// A connected client, once the broker reports itself ready.
     pub async fn client(&self) -> anyhow::Result<ToolBrokerClient<Channel>> {
-        let channel = Channel::from_shared(format!("http://{}", self.addr))?
-            .connect()
-            .await?;
+        let channel = self.channel().await?;
         let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
         let request = tonic_health::pb::HealthCheckRequest {
             service: "toolbroker.v1.ToolBroker".into(),

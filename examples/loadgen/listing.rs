@@ -2,9 +2,19 @@
 //! demo server (every page, as a client must read them).
 
 use prost::Message as _;
-use toolbroker::proto::ListToolsRequest;
+use tonic::{client::Grpc, transport::Channel};
+use tonic_prost::ProstCodec;
+use toolbroker::proto::{ListToolsRequest, tool_broker_client::ToolBrokerClient};
 
-use crate::{Plan, broker::BrokerProcess, calls, demo_config, direct::Direct};
+use crate::{Plan, broker::BrokerProcess, calls, demo_config, direct::Direct, report::Figures};
+
+/// Answers of 10,000 tools are about 20 MB; tonic's default limit is 4 MiB.
+const MAX_ANSWER: usize = 64 << 20;
+
+/// A message whose fields are all skipped when decoded: the answer is received whole but not
+/// decoded, which separates what the broker and the network take from the client's decoding.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Undecoded {}
 
 /// Ten of the demo server's own tools, for the smallest catalog.
 const TEN: &str = "    tools: [echo, add, stats, tiny_image, all_content, fail, sleep, echo_meta, add_tool, remove_tool]\n";
@@ -18,44 +28,30 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         &[10, 1_000, 10_000]
     };
     for &size in sizes {
-        let extra = if size > 10 {
-            size.to_string()
-        } else {
-            "0".into()
-        };
+        // The demo server has 11 tools of its own.
+        let extra = size.saturating_sub(11).to_string();
         let args = ["--extra-tools", extra.as_str()];
         let filter = if size == 10 { TEN } else { "" };
         let broker = BrokerProcess::start(&demo_config(&args, filter)?, &[]).await?;
-        let client = broker.client().await?;
+        let client = broker.client().await?.max_decoding_message_size(MAX_ANSWER);
         let first = client
             .clone()
             .list_tools(ListToolsRequest::default())
             .await?
             .into_inner();
-        let (tools, bytes) = (first.tools.len(), first.encoded_len());
+        let (tools, kib) = (first.tools.len(), first.encoded_len() / 1024);
         for concurrency in [1, 16] {
-            let call = {
-                let client = client.clone();
-                move || {
-                    let mut client = client.clone();
-                    async move {
-                        client.list_tools(ListToolsRequest::default()).await?;
-                        anyhow::Ok(())
-                    }
-                }
-            };
-            let cpu_before = broker.cpu()?;
-            let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
-            figures.broker_cpu = Some(broker.cpu()? - cpu_before);
-            figures.broker_rss_mib = Some(broker.rss_mib()?);
+            let figures = decoded(&broker, &client, concurrency, plan).await?;
             println!(
                 "{}",
-                figures.row(&format!(
-                    "{tools} tools ({} KiB) c={concurrency} broker",
-                    bytes / 1024
-                ))
+                figures.row(&format!("{tools} tools ({kib} KiB) c={concurrency} broker"))
             );
         }
+        let figures = undecoded(&broker, plan).await?;
+        println!(
+            "{}",
+            figures.row(&format!("{tools} tools c=1 broker, not decoded"))
+        );
         drop(broker);
         let direct = Direct::start(&args).await?;
         let peer = direct.peer();
@@ -71,4 +67,61 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         direct.stop().await?;
     }
     Ok(())
+}
+
+/// ListTools at `concurrency`, each answer decoded as an agent would.
+async fn decoded(
+    broker: &BrokerProcess,
+    client: &ToolBrokerClient<Channel>,
+    concurrency: usize,
+    plan: Plan,
+) -> anyhow::Result<Figures> {
+    let client = client.clone();
+    let call = move || {
+        let mut client = client.clone();
+        async move {
+            client.list_tools(ListToolsRequest::default()).await?;
+            anyhow::Ok(())
+        }
+    };
+    measured(broker, concurrency, plan, call).await
+}
+
+/// ListTools at concurrency 1, each answer received but not decoded.
+async fn undecoded(broker: &BrokerProcess, plan: Plan) -> anyhow::Result<Figures> {
+    let channel = broker.channel().await?;
+    let call = move || {
+        let mut grpc = Grpc::new(channel.clone()).max_decoding_message_size(MAX_ANSWER);
+        async move {
+            grpc.ready().await?;
+            let path = http::uri::PathAndQuery::from_static("/toolbroker.v1.ToolBroker/ListTools");
+            let codec = ProstCodec::<ListToolsRequest, Undecoded>::default();
+            grpc.unary(
+                tonic::Request::new(ListToolsRequest::default()),
+                path,
+                codec,
+            )
+            .await?;
+            anyhow::Ok(())
+        }
+    };
+    measured(broker, 1, plan, call).await
+}
+
+/// A load run with the broker's CPU and RSS.
+async fn measured<F, Fut>(
+    broker: &BrokerProcess,
+    concurrency: usize,
+    plan: Plan,
+    call: F,
+) -> anyhow::Result<Figures>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let cpu_before = broker.cpu()?;
+    let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
+    figures.broker_cpu = Some(broker.cpu()? - cpu_before);
+    figures.broker_rss_mib = Some(broker.rss_mib()?);
+    Ok(figures)
 }

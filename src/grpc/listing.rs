@@ -25,51 +25,69 @@ pub struct ListToolsResponse {
 const TOOLS: u32 = 1;
 const REVISION: u32 = 2;
 
-/// Every tool of one revision, each encoded as its `tools` field (key, length, message).
+/// Every tool of one revision, each encoded as its `tools` field (key, length, message), and
+/// the whole answer that holds them all.
 #[derive(Debug, Default)]
 pub struct EncodedTools {
+    /// The answer with every tool and the revision: sent as it is to callers who see all.
+    whole: Bytes,
+    /// Each tool's field, a slice of `whole` (no copy).
     fields: Vec<Bytes>,
+    revision: u64,
 }
 
 impl EncodedTools {
     /// Encodes each tool once.
-    pub fn new(tools: &[Tool]) -> Self {
-        let fields = tools
-            .iter()
-            .map(|tool| {
-                let len = tool.encoded_len();
-                let mut field = BytesMut::with_capacity(len + 8);
-                encode_key(TOOLS, WireType::LengthDelimited, &mut field);
-                encode_varint(len as u64, &mut field);
-                tool.encode_raw(&mut field);
-                field.freeze()
-            })
+    pub fn new(tools: &[Tool], revision: u64) -> Self {
+        let mut whole = BytesMut::new();
+        let mut ends = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let len = tool.encoded_len();
+            whole.reserve(len + 8);
+            encode_key(TOOLS, WireType::LengthDelimited, &mut whole);
+            encode_varint(len as u64, &mut whole);
+            tool.encode_raw(&mut whole);
+            ends.push(whole.len());
+        }
+        if revision != 0 {
+            uint64::encode(REVISION, &revision, &mut whole);
+        }
+        let whole = whole.freeze();
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let fields = starts
+            .zip(ends.iter().copied())
+            .map(|(a, b)| whole.slice(a..b))
             .collect();
-        Self { fields }
+        Self {
+            whole,
+            fields,
+            revision,
+        }
     }
 
-    /// The answer holding the tools `keep` accepts (by index, in order) at `revision`.
-    pub fn response(
-        &self,
-        revision: u64,
-        mut keep: impl FnMut(usize) -> bool,
-    ) -> ListToolsResponse {
+    /// The answer holding the tools `keep` accepts (by index, in order).
+    pub fn response(&self, mut keep: impl FnMut(usize) -> bool) -> ListToolsResponse {
         let kept: Vec<&Bytes> = (0..self.fields.len())
             .filter(|&i| keep(i))
             .map(|i| &self.fields[i])
             .collect();
-        let size = kept.iter().map(|f| f.len()).sum::<usize>() + 11;
-        let mut encoded = BytesMut::with_capacity(size);
-        for field in kept {
-            encoded.put_slice(field);
-        }
-        if revision != 0 {
-            uint64::encode(REVISION, &revision, &mut encoded);
-        }
+        let encoded = if kept.len() == self.fields.len() {
+            self.whole.clone()
+        } else {
+            let size = kept.iter().map(|f| f.len()).sum::<usize>() + 11;
+            let mut encoded = BytesMut::with_capacity(size);
+            for field in kept {
+                encoded.put_slice(field);
+            }
+            if self.revision != 0 {
+                uint64::encode(REVISION, &self.revision, &mut encoded);
+            }
+            encoded.freeze()
+        };
         ListToolsResponse {
             tools: Vec::new(),
-            revision,
-            encoded: Some(encoded.freeze()),
+            revision: self.revision,
+            encoded: Some(encoded),
         }
     }
 }
@@ -145,7 +163,7 @@ mod tests {
             revision: 300,
             ..Default::default()
         };
-        let cached = EncodedTools::new(&tools).response(300, |_| true);
+        let cached = EncodedTools::new(&tools, 300).response(|_| true);
         assert_eq!(cached.encoded_len(), plain.encoded_len());
         assert_eq!(cached.encode_to_vec(), plain.encode_to_vec());
         let decoded = ListToolsResponse::decode(cached.encode_to_vec().as_slice()).unwrap();
@@ -155,7 +173,7 @@ mod tests {
     #[test]
     fn a_filtered_answer_holds_only_the_kept_tools() {
         let tools = tools();
-        let answer = EncodedTools::new(&tools).response(0, |i| i % 2 == 1);
+        let answer = EncodedTools::new(&tools, 0).response(|i| i % 2 == 1);
         let decoded = ListToolsResponse::decode(answer.encode_to_vec().as_slice()).unwrap();
         assert_eq!(decoded.tools, vec![tools[1].clone(), tools[3].clone()]);
         assert_eq!(decoded.revision, 0);

@@ -113,7 +113,7 @@ impl BrokerService {
                     .collect();
                 let cached = ToolCache {
                     revision,
-                    encoded: Arc::new(EncodedTools::new(&tools)),
+                    encoded: Arc::new(EncodedTools::new(&tools, revision)),
                     tools: Arc::new(tools),
                 };
                 *cache = Some(cached.clone());
@@ -225,9 +225,9 @@ impl ToolBroker for Arc<BrokerService> {
             let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)?;
             let cached = self.cached_tools(&snapshot);
             let everything = visibility.everything();
-            let response = cached.encoded.response(cached.revision, |i| {
-                everything || visibility.tool(&cached.tools[i])
-            });
+            let response = cached
+                .encoded
+                .response(|i| everything || visibility.tool(&cached.tools[i]));
             Ok(Response::new(self.within_limit(response)?))
         })
         .await
