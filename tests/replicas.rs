@@ -5,21 +5,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Broker, WAIT, alive, children, demo_server, demo_server_with_args, names};
+use common::{
+    Broker, WAIT, alive, children, demo_server, demo_server_with_args, names, sleep_request,
+};
 use nix::{
     sys::signal::{Signal, kill},
     unistd::Pid,
 };
 use tonic::{Code, Streaming};
 use toolbroker::proto::{self, ServerState, watch_event::Event};
-
-fn sleep_request(ms: u64) -> proto::CallToolRequest {
-    proto::CallToolRequest {
-        name: "sleep".into(),
-        arguments_json: format!(r#"{{"ms": {ms}}}"#),
-        ..Default::default()
-    }
-}
 
 /// Starts a broker with one server `demo` whose entry ends with `extra`, and waits until all
 /// `replicas` of it are ready.

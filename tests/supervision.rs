@@ -6,21 +6,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Broker, WAIT, alive, children, demo_server, toolbroker_bin};
+use common::{Broker, WAIT, alive, children, demo_server, sleep_request, toolbroker_bin};
 use nix::{
     sys::signal::{Signal, kill},
     unistd::Pid,
 };
 use tonic::Code;
 use toolbroker::proto::{self, ServerState, watch_event::Event};
-
-fn sleep_request(ms: u64) -> proto::CallToolRequest {
-    proto::CallToolRequest {
-        name: "sleep".into(),
-        arguments_json: format!(r#"{{"ms": {ms}}}"#),
-        ..Default::default()
-    }
-}
 
 /// Waits until the demo's stderr (in the broker's log) shows a line containing `text`.
 async fn demo_logged(broker: &Broker, text: &str) {

@@ -525,3 +525,12 @@ pub fn serve_command(config: &str, dir: &std::path::Path) -> Command {
         .arg(path);
     command
 }
+
+/// CallTool `sleep` for `ms` milliseconds on the demo server.
+pub fn sleep_request(ms: u64) -> proto::CallToolRequest {
+    proto::CallToolRequest {
+        name: "sleep".into(),
+        arguments_json: format!(r#"{{"ms": {ms}}}"#),
+        ..Default::default()
+    }
+}
