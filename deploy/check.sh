@@ -28,7 +28,7 @@ for overlay in deploy/kubernetes/overlays/*/; do
     "$venv/bin/kubectl" kustomize "$overlay" >"$out/$name.yaml"
     "$venv/bin/kubernetes-validate" --kubernetes-version "$K8S_VERSION" --strict --quiet \
         "$out/$name.yaml"
-    # The ConfigMap's config.yaml, as the pod will see it.
+    # The ConfigMap's config.yaml, as the pod will see it (PyYAML comes with kubernetes-validate).
     "$venv/bin/python" - "$out/$name.yaml" "$out/$name.config.yaml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
