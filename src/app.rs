@@ -87,6 +87,8 @@ pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result
         reflection: config.reflection,
         limits: config.limits,
         tls,
+        max_connection_age: config.max_connection_age,
+        max_connection_age_grace: config.max_connection_age_grace,
     };
     let mut server = tokio::spawn(server::serve(parts, listener, closing.clone()));
     let scheme = if certs.is_some() { "https" } else { "http" };

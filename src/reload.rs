@@ -119,6 +119,11 @@ impl LiveConfig {
         {
             tracing::warn!("listen and metrics_listen changes take effect at the next start");
         }
+        if config.max_connection_age != self.config.max_connection_age
+            || config.max_connection_age_grace != self.config.max_connection_age_grace
+        {
+            tracing::warn!("max_connection_age changes take effect at the next start");
+        }
         let plan = fleet.reconfigure(config.servers.clone()).await;
         let names = |list: &[crate::domain::names::ServerName]| {
             list.iter()

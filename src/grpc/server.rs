@@ -1,7 +1,7 @@
 //! The assembled gRPC server: ToolBroker behind the auth gate, health (always open, for
 //! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use http::HeaderValue;
@@ -34,6 +34,11 @@ pub struct Parts<H: Health> {
     pub limits: Limits,
     /// TLS, when configured.
     pub tls: Option<TlsAcceptor>,
+    /// Connections older than this are closed gracefully (GOAWAY), so that clients behind an
+    /// L4 load balancer reconnect and spread over the replicas; `None` = never.
+    pub max_connection_age: Option<Duration>,
+    /// How long calls and streams may run on after that; `None` = until they end.
+    pub max_connection_age_grace: Option<Duration>,
 }
 
 /// Serves until `closing` (which shutdown cancels once calls in flight are done, so that calls
@@ -57,7 +62,14 @@ pub async fn serve<H: Health>(
     } else {
         (None, None)
     };
-    let router = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(age) = parts.max_connection_age {
+        builder = builder.max_connection_age(age);
+    }
+    if let Some(grace) = parts.max_connection_age_grace {
+        builder = builder.max_connection_age_grace(grace);
+    }
+    let router = builder
         .trace_fn(observe::server_span)
         .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
         .add_service(InterceptedService::new(broker, check.clone()))

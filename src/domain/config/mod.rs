@@ -60,6 +60,12 @@ pub struct Config {
     pub readiness: Readiness,
     /// How long in-flight calls may run on after SIGTERM/SIGINT.
     pub shutdown_grace: Duration,
+    /// How long a client connection may live before the server closes it gracefully (HTTP/2
+    /// GOAWAY; the client reconnects, possibly to another replica); `None` = unlimited.
+    pub max_connection_age: Option<Duration>,
+    /// How long calls and streams on such a connection may run on before it is closed anyway;
+    /// `None` = until they end.
+    pub max_connection_age_grace: Option<Duration>,
     /// Whether tool arguments and results are recorded on trace spans (truncated).
     pub record_arguments: bool,
     /// Who may call: bearer tokens and/or client certificates; empty = anyone.
@@ -81,6 +87,8 @@ impl Default for Config {
             metrics_listen: None,
             readiness: Readiness::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            max_connection_age: None,
+            max_connection_age_grace: None,
             record_arguments: false,
             auth: Auth::default(),
             tls: None,

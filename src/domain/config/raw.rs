@@ -17,6 +17,8 @@ pub(super) struct RawTop {
     pub readiness: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub shutdown_grace: Option<Value>,
+    pub max_connection_age: Option<Value>,
+    pub max_connection_age_grace: Option<Value>,
     pub record_arguments: Option<bool>,
     /// Sections checked on their own (see `security.rs`), kept raw here.
     pub auth: Option<Value>,

@@ -41,6 +41,9 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
             DEFAULT_SHUTDOWN_GRACE,
             "shutdown_grace",
         ),
+        max_connection_age: check.optional_duration(top.max_connection_age, "max_connection_age"),
+        max_connection_age_grace: check
+            .optional_duration(top.max_connection_age_grace, "max_connection_age_grace"),
         record_arguments: top.record_arguments.unwrap_or(false),
         auth: check.auth(top.auth),
         tls: check.tls(top.tls),
@@ -51,6 +54,12 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     let mut config = config;
     for server in &mut config.servers {
         server.max_result_bytes = config.limits.max_result_bytes;
+    }
+    if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
+        check.error(
+            "max_connection_age_grace",
+            "only applies with max_connection_age: add it, or remove this",
+        );
     }
     if config.auth.client_ca.is_some() && config.tls.is_none() {
         check.error(
@@ -329,6 +338,14 @@ impl Checker<'_, '_> {
     }
 
     /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
+    /// A duration that may be absent (`None`); present, it is checked like [`Self::duration`].
+    pub(super) fn optional_duration(&mut self, raw: Option<Value>, at: &str) -> Option<Duration> {
+        match raw {
+            None | Some(Value::Null) => None,
+            raw => Some(self.duration(raw, Duration::MAX, at)),
+        }
+    }
+
     pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
         let parsed = match &raw {
             None | Some(Value::Null) => return default,

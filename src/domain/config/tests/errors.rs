@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, readiness, shutdown_grace, record_arguments, auth, tls, reflection, limits, servers, mcpServers",
+                "expected one of: listen, metrics_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, servers, mcpServers",
             )],
         ),
         (
@@ -327,6 +327,21 @@ fn value_errors() {
         (
             "shutdown_grace: soon",
             &[("shutdown_grace", "invalid duration")],
+        ),
+        (
+            "max_connection_age: soon",
+            &[("max_connection_age", "invalid duration")],
+        ),
+        (
+            "max_connection_age: 0s",
+            &[("max_connection_age", "greater than zero")],
+        ),
+        (
+            "max_connection_age_grace: 10s",
+            &[(
+                "max_connection_age_grace",
+                "only applies with max_connection_age",
+            )],
         ),
         (
             "mcpServers: {a: {command: x, timeout: thirty}}",

@@ -286,6 +286,8 @@ fn defaults_are_applied() {
     assert_eq!(config.metrics_listen, None);
     assert_eq!(config.readiness, Readiness::FirstAttempt);
     assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(config.max_connection_age, None);
+    assert_eq!(config.max_connection_age_grace, None);
     assert_eq!(
         (server.backoff.initial, server.backoff.max),
         (Duration::from_secs(1), Duration::from_secs(60))
@@ -303,6 +305,19 @@ fn backoff_and_shutdown_grace_are_read_and_checked() {
         (backoff.initial, backoff.max),
         (Duration::from_millis(100), Duration::from_secs(2))
     );
+}
+
+#[test]
+fn max_connection_age_is_read_and_checked() {
+    let config = ok("max_connection_age: 5m\nmax_connection_age_grace: 30s\nservers: []");
+    assert_eq!(config.max_connection_age, Some(Duration::from_secs(300)));
+    assert_eq!(
+        config.max_connection_age_grace,
+        Some(Duration::from_secs(30))
+    );
+    let config = ok("max_connection_age: 90\nservers: []");
+    assert_eq!(config.max_connection_age, Some(Duration::from_secs(90)));
+    assert_eq!(config.max_connection_age_grace, None);
 }
 
 #[test]
