@@ -1,7 +1,9 @@
-//! The README's grpcurl recipes, run with the real grpcurl against a real broker serving the
-//! demo, so the documentation cannot drift from the service.
+//! The grpcurl recipes of the README and of docs/grpcurl.md, run with the real grpcurl against a
+//! real broker serving the demo, so the documentation cannot drift from the service.
 
 mod common;
+
+use std::collections::HashMap;
 
 use common::{Broker, grpcurl, toolbroker_bin};
 
@@ -11,69 +13,148 @@ struct Recipe {
     expect: Vec<String>,
 }
 
-/// The `grpcurl` lines of the README's ```sh blocks and their `# expect:` lines.
-fn recipes() -> Vec<Recipe> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let mut recipes: Vec<Recipe> = Vec::new();
-    let mut in_sh = false;
-    for line in readme.lines() {
-        match line.trim() {
-            "```sh" => in_sh = true,
-            "```" => in_sh = false,
-            l if in_sh && l.starts_with("grpcurl ") => recipes.push(Recipe {
-                command: l.to_owned(),
-                expect: Vec::new(),
-            }),
-            l if in_sh && l.starts_with("# expect: ") => recipes
-                .last_mut()
-                .expect("an expect line follows a command")
-                .expect
-                .push(l["# expect: ".len()..].to_owned()),
+/// The broker a group of recipes runs against: the default one (no config), or one a
+/// `VAR=value toolbroker serve --config FILE &` line starts with the ```yaml block headed
+/// `# FILE`.
+#[derive(Default)]
+struct Group {
+    config: Option<String>,
+    env: Vec<(String, String)>,
+    recipes: Vec<Recipe>,
+}
+
+/// The `grpcurl` lines of a document's ```sh blocks and their `# expect:` lines.
+fn recipes(document: &str) -> Vec<Group> {
+    let path = format!("{}/{document}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut groups = vec![Group::default()];
+    let mut yaml_files: HashMap<String, String> = HashMap::new();
+    let mut block: Option<(String, String)> = None; // (language, text so far)
+    for line in text.lines() {
+        match (line.trim(), block.as_mut()) {
+            (fence, None) if fence.starts_with("```") => {
+                block = Some((fence[3..].to_owned(), String::new()));
+            }
+            ("```", Some((language, body))) => {
+                if let Some(name) = body.lines().next().and_then(|l| l.strip_prefix("# "))
+                    && language == "yaml"
+                {
+                    yaml_files.insert(name.to_owned(), body.clone());
+                }
+                block = None;
+            }
+            (_, Some((language, body))) if language == "yaml" => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (l, Some((language, _))) if language == "sh" => {
+                if let Some(start) = l.strip_suffix(" &")
+                    && let Some((env, file)) = start.split_once("toolbroker serve --config ")
+                {
+                    let env = env
+                        .split_whitespace()
+                        .filter_map(|pair| pair.split_once('='))
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect();
+                    let config = yaml_files.get(file).unwrap_or_else(|| {
+                        panic!("{document}: no ```yaml block headed `# {file}` before {l:?}")
+                    });
+                    groups.push(Group {
+                        config: Some(config.clone()),
+                        env,
+                        recipes: Vec::new(),
+                    });
+                } else if let Some(want) = l.strip_prefix("# expect: ") {
+                    let group = groups.last_mut().unwrap();
+                    let recipe = group.recipes.last_mut();
+                    let recipe = recipe.expect("an expect line follows a command");
+                    recipe.expect.push(want.to_owned());
+                } else if l.starts_with("grpcurl ") || l.contains("| grpcurl ") {
+                    groups.last_mut().unwrap().recipes.push(Recipe {
+                        command: l.to_owned(),
+                        expect: Vec::new(),
+                    });
+                }
+            }
             _ => {}
         }
     }
-    recipes
+    groups
+}
+
+async fn start(group: &Group) -> Broker {
+    let broker = match &group.config {
+        None => {
+            let mut command = tokio::process::Command::new(toolbroker_bin());
+            command.args(["--listen", "127.0.0.1:0", "--log-format", "json"]);
+            Broker::spawn(command, tempfile::tempdir().unwrap()).await
+        }
+        Some(config) => {
+            let bin = toolbroker_bin();
+            let config = config.replace("command: toolbroker", &format!("command: {bin:?}"));
+            let env: Vec<(&str, &str)> = group
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            Broker::start_with_env(&config, &env).await
+        }
+    };
+    broker.wait_ready().await;
+    broker
+}
+
+/// Runs every recipe of `document`; with `must_succeed`, grpcurl must also exit 0 (the
+/// README's recipes all succeed; docs/grpcurl.md shows failures and `-max-time` ends too).
+async fn run_document(document: &str, must_succeed: bool, at_least: usize) {
+    let groups = recipes(document);
+    let count: usize = groups.iter().map(|g| g.recipes.len()).sum();
+    assert!(count >= at_least, "{document} lost its recipes ({count})");
+    let grpcurl = grpcurl();
+    for group in groups.iter().filter(|g| !g.recipes.is_empty()) {
+        let broker = start(group).await;
+        for recipe in &group.recipes {
+            assert!(
+                !recipe.expect.is_empty(),
+                "{document}: {} says what to expect",
+                recipe.command
+            );
+            let line = recipe
+                .command
+                .replace("127.0.0.1:50051", &broker.addr.to_string())
+                .replacen("grpcurl ", &format!("{} ", grpcurl.display()), 1);
+            let output = tokio::process::Command::new("sh")
+                .args(["-c", &line])
+                .output()
+                .await
+                .expect("run grpcurl");
+            let printed = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(
+                output.status.success() || !must_succeed,
+                "{document}: {}\n{printed}",
+                recipe.command,
+            );
+            for want in &recipe.expect {
+                assert!(
+                    printed.contains(want.as_str()),
+                    "{document}: {}\nexpected {want:?} in:\n{printed}",
+                    recipe.command
+                );
+            }
+        }
+    }
 }
 
 #[tokio::test]
 async fn readme_grpcurl_recipes_work() {
-    let recipes = recipes();
-    assert!(recipes.len() >= 8, "the README lost its recipes");
-    assert!(
-        recipes.iter().all(|r| !r.expect.is_empty()),
-        "every recipe says what to expect"
-    );
-    let grpcurl = grpcurl();
+    run_document("README.md", true, 8).await;
+}
 
-    let mut command = tokio::process::Command::new(toolbroker_bin());
-    command.args(["--listen", "127.0.0.1:0", "--log-format", "json"]);
-    let broker = Broker::spawn(command, tempfile::tempdir().unwrap()).await;
-    broker.wait_ready().await;
-
-    for recipe in recipes {
-        let line = recipe
-            .command
-            .replace("127.0.0.1:50051", &broker.addr.to_string())
-            .replacen("grpcurl", &grpcurl.display().to_string(), 1);
-        let output = tokio::process::Command::new("sh")
-            .args(["-c", &line])
-            .output()
-            .await
-            .expect("run grpcurl");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{}\n{stdout}\n{}",
-            recipe.command,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        for want in &recipe.expect {
-            assert!(
-                stdout.contains(want.as_str()),
-                "{}\nexpected {want:?} in:\n{stdout}",
-                recipe.command
-            );
-        }
-    }
+#[tokio::test]
+async fn grpcurl_guide_recipes_work() {
+    run_document("docs/grpcurl.md", false, 20).await;
 }
