@@ -83,6 +83,22 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     }
 }
 
+/// One of the wrapped client's POSTs of `message`, sent with the message's trace context as
+/// headers and with an answer stream cut for size explained (see [`explain_too_large`]).
+fn traced_post<'a, Fut>(
+    message: ClientJsonRpcMessage,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+    post: impl FnOnce(ClientJsonRpcMessage, HashMap<HeaderName, HeaderValue>) -> Fut,
+) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a
+where
+    Fut: Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a,
+{
+    let headers = with_trace(custom_headers, &message);
+    let id = request_id(&message);
+    let response = post(message, headers);
+    async move { explain_too_large(response.await, id) }
+}
+
 impl StreamableHttpClient for TracedClient {
     type Error = reqwest::Error;
 
@@ -94,15 +110,10 @@ impl StreamableHttpClient for TracedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        let headers = with_trace(custom_headers, &message);
-        let id = request_id(&message);
-        async move {
-            let response = self
-                .0
+        traced_post(message, custom_headers, move |message, headers| {
+            self.0
                 .post_message(uri, message, session_id, auth_header, headers)
-                .await;
-            explain_too_large(response, id)
-        }
+        })
     }
 
     fn post_message_with_max_sse_event_size(
@@ -114,22 +125,16 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        let headers = with_trace(custom_headers, &message);
-        let id = request_id(&message);
-        async move {
-            let response = self
-                .0
-                .post_message_with_max_sse_event_size(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    headers,
-                    max_sse_event_size,
-                )
-                .await;
-            explain_too_large(response, id)
-        }
+        traced_post(message, custom_headers, move |message, headers| {
+            self.0.post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                headers,
+                max_sse_event_size,
+            )
+        })
     }
 
     fn post_message_with_response_limits(
@@ -141,22 +146,16 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        let headers = with_trace(custom_headers, &message);
-        let id = request_id(&message);
-        async move {
-            let response = self
-                .0
-                .post_message_with_response_limits(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    headers,
-                    limits,
-                )
-                .await;
-            explain_too_large(response, id)
-        }
+        traced_post(message, custom_headers, move |message, headers| {
+            self.0.post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                headers,
+                limits,
+            )
+        })
     }
 
     fn delete_session(
