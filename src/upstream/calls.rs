@@ -195,16 +195,6 @@ impl Upstream {
                 limit: self.max_result_bytes,
                 consequence: "the session was dropped and is being restarted",
             },
-            // `classify` cannot know the limit; this handle does.
-            CallError::ResultTooLarge {
-                server,
-                consequence,
-                ..
-            } => CallError::ResultTooLarge {
-                server,
-                limit: self.max_result_bytes,
-                consequence,
-            },
             other => other,
         }
     }
@@ -255,7 +245,7 @@ impl Upstream {
             .peer
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| classify(&self.server, e))?;
+            .map_err(|e| classify(&self.server, self.max_result_bytes, e))?;
         span.record("jsonrpc.request.id", field::display(&handle.id));
         let mut guard = CancelOnDrop::new(&replica.peer, handle.id.clone());
         let answer = match tokio::time::timeout(timeout, handle.await_response()).await {
@@ -268,7 +258,7 @@ impl Upstream {
             }
         };
         guard.disarm();
-        match answer.map_err(|e| classify(&self.server, e))? {
+        match answer.map_err(|e| classify(&self.server, self.max_result_bytes, e))? {
             ServerResult::CallToolResult(result) => Ok(result),
             // Some servers answer a tool with no output with `{}`.
             ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),

@@ -81,8 +81,9 @@ fn too_large(error: &rmcp::transport::DynamicTransportError) -> bool {
 /// had to re-initialize the session.
 const REINITIALIZED_DURING_CALL: &str = "session was re-initialized before the response arrived";
 
-/// The one place rmcp's errors become call errors.
-pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
+/// The one place rmcp's errors become call errors; `max_result_bytes` is the server's
+/// `limits.max_result_bytes`, which a result over it is reported against.
+pub fn classify(server: &ServerName, max_result_bytes: usize, error: ServiceError) -> CallError {
     let server = server.clone();
     match error {
         // rmcp answers a call pending when it had to open a new session with this error: the
@@ -98,7 +99,7 @@ pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
         ServiceError::McpError(e) if e.message.starts_with(traced_http::RESULT_TOO_LARGE) => {
             CallError::ResultTooLarge {
                 server,
-                limit: 0,
+                limit: max_result_bytes,
                 consequence: "the call failed; the session goes on",
             }
         }
@@ -115,7 +116,7 @@ pub fn classify(server: &ServerName, error: ServiceError) -> CallError {
         },
         ServiceError::TransportSend(error) if too_large(&error) => CallError::ResultTooLarge {
             server,
-            limit: 0,
+            limit: max_result_bytes,
             consequence: "the call failed; the session goes on",
         },
         ServiceError::TransportSend(error) => CallError::SessionLost {
