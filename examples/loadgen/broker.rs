@@ -1,7 +1,7 @@
 //! A broker process for a measurement: started from the release binary next to this example,
 //! on a free port, with the demo server (or a given config), and measured from /proc.
 
-use std::{process::Stdio, time::Duration};
+use std::{future::Future, process::Stdio, time::Duration};
 
 use anyhow::{Context as _, anyhow};
 use tokio::{
@@ -116,6 +116,20 @@ impl BrokerProcess {
                 anyhow::Ok(())
             }
         };
+        self.measure(concurrency, plan, call).await
+    }
+
+    /// Closed-loop `call` at `concurrency` (see [`calls::run`]), with the broker's CPU and RSS.
+    pub async fn measure<F, Fut>(
+        &self,
+        concurrency: usize,
+        plan: Plan,
+        call: F,
+    ) -> anyhow::Result<Figures>
+    where
+        F: Fn() -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send,
+    {
         let cpu_before = self.cpu()?;
         let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
         // CPU over warm-up and run, per measured call: slightly pessimistic, never flattering.

@@ -84,7 +84,7 @@ async fn decoded(
             anyhow::Ok(())
         }
     };
-    measured(broker, concurrency, plan, call).await
+    broker.measure(concurrency, plan, call).await
 }
 
 /// ListTools at concurrency 1, each answer received but not decoded.
@@ -105,23 +105,5 @@ async fn undecoded(broker: &BrokerProcess, plan: Plan) -> anyhow::Result<Figures
             anyhow::Ok(())
         }
     };
-    measured(broker, 1, plan, call).await
-}
-
-/// A load run with the broker's CPU and RSS.
-async fn measured<F, Fut>(
-    broker: &BrokerProcess,
-    concurrency: usize,
-    plan: Plan,
-    call: F,
-) -> anyhow::Result<Figures>
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
-{
-    let cpu_before = broker.cpu()?;
-    let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
-    figures.broker_cpu = Some(broker.cpu()? - cpu_before);
-    figures.broker_rss_mib = Some(broker.rss_mib()?);
-    Ok(figures)
+    broker.measure(1, plan, call).await
 }
