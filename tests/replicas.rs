@@ -8,10 +8,6 @@ use std::time::{Duration, Instant};
 use common::{
     Broker, WAIT, alive, children, demo_server, demo_server_with_args, names, sleep_request,
 };
-use nix::{
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
 use tonic::{Code, Streaming};
 use toolbroker::proto::{self, ServerState, watch_event::Event};
 
@@ -126,7 +122,6 @@ async fn serial_replicas_run_calls_side_by_side() {
 #[tokio::test]
 async fn a_killed_replica_comes_back_while_the_others_serve() {
     let broker = broker_with(&[], 3, "    backoff_initial: 1s\n").await;
-    let replicas = children(broker.pid());
     let request = proto::WatchRequest {
         servers: vec!["demo".into()],
     };
@@ -152,8 +147,7 @@ async fn a_killed_replica_comes_back_while_the_others_serve() {
                 .is_some_and(|m| m.contains("sleep started"))
         })
         .await;
-    let killed = replicas[0];
-    kill(Pid::from_raw(killed as i32), Signal::SIGKILL).unwrap();
+    let killed = broker.kill_child();
 
     let down = stays_ready_until(&mut watch, "2 of 3", |s| {
         s.message.starts_with("2 of 3 replicas ready")

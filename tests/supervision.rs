@@ -28,13 +28,12 @@ async fn demo_logged(broker: &Broker, text: &str) {
 async fn a_killed_child_fails_its_calls_at_once_and_comes_back_ready() {
     let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
     broker.wait_ready().await;
-    let child = children(broker.pid())[0];
     let mut client = broker.client.clone();
     let in_flight = tokio::spawn(async move { client.call_tool(sleep_request(20_000)).await });
     demo_logged(&broker, "sleep started").await;
 
     let killed = Instant::now();
-    kill(Pid::from_raw(child as i32), Signal::SIGKILL).unwrap();
+    let child = broker.kill_child();
     let status = tokio::time::timeout(WAIT, in_flight)
         .await
         .unwrap()

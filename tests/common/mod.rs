@@ -231,6 +231,15 @@ impl Broker {
         self.child.id().expect("running")
     }
 
+    /// SIGKILLs the broker's first child process (a stdio server, or one replica of it), and
+    /// returns its process id.
+    pub fn kill_child(&self) -> u32 {
+        let child = children(self.pid())[0];
+        let pid = nix::unistd::Pid::from_raw(child as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("SIGKILL the child");
+        child
+    }
+
     /// Every log line so far, as JSON objects.
     pub fn logs(&self) -> Vec<Value> {
         self.logs.borrow().clone()
