@@ -41,11 +41,9 @@ async fn run(command: Command) -> ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::Check(args) => match config_file::load(&args.config) {
             Ok(loaded) => {
-                println!(
-                    "{}: ok ({} servers)",
-                    args.config.display(),
-                    loaded.config.servers.len()
-                );
+                let count = loaded.config.servers.len();
+                let plural = if count == 1 { "" } else { "s" };
+                println!("{}: ok ({count} server{plural})", args.config.display());
                 ExitCode::SUCCESS
             }
             Err(e) => config_error(e),
