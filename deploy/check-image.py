@@ -78,6 +78,14 @@ class Image:
         return self
 
     def __exit__(self, *_):
+        # After a failed check something may still run in the image (killing tini does not
+        # reach its children): end it before unmounting.
+        if self.rootfs:
+            for pid in self.processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         for where in reversed(self.mounts):
             subprocess.run(["umount", "-l", str(where)], check=False)
         if self.container:
