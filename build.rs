@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Ours, so that ListTools can send an answer encoded once per catalog revision.
         .extern_path(
             ".toolbroker.v1.ListToolsResponse",
-            "crate::grpc::listing::ListToolsResponse",
+            "crate::proto::ListToolsResponse",
         )
         .compile_fds(fds)?;
     Ok(())

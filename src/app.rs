@@ -1,30 +1,36 @@
-//! The composition root: config → bind → start supervisors → serve, reloading on request →
-//! shut down in order.
+//! The composition root, in two steps. [`App::build`] turns a config into everything serving
+//! needs that can fail — every file it names read and checked — before anything is bound or
+//! spawned; `check` runs it too. [`App::run`] then serves on a bound listener until a shutdown
+//! signal, reloading the config on request, and shuts down in order.
 
-use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    net::SocketAddr,
+    path::Path,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use anyhow::Context as _;
 use tokio::{
     net::TcpListener,
     signal::unix::{SignalKind, signal},
     sync::{mpsc, watch},
+    task::JoinHandle,
 };
+use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     auth::{Credentials, Gate},
     broker::Broker,
-    config_file::Loaded,
-    domain::config::Config,
+    config_file::{LoadError, Loaded},
+    domain::config::{Config, ConfigErrors},
     grpc::{server, service::BrokerService},
-    health::Health,
-    reload::Renewable,
-    reload::{self, FileWatch, LiveConfig, Trigger},
-    tls,
-    upstream::{
-        fleet::{Fleet, policy},
-        supervisor::initial_condition,
-    },
+    health::HealthStatuses,
+    reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
+    tls::{self, CertReloader},
+    upstream::fleet::Fleet,
 };
 
 /// How long the server gets to close its connections once the calls are done.
@@ -33,122 +39,228 @@ const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 /// Where the broker listens when neither `--listen` nor the config says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 
-/// Serves until SIGINT or SIGTERM, reloading the config on SIGHUP or when its file changes.
-/// Then shuts down in order: health NOT_SERVING, new calls refused and Watch streams ended,
-/// in-flight calls given `shutdown_grace`, then every server stopped.
-pub async fn serve(loaded: Loaded, listen: Option<SocketAddr>) -> anyhow::Result<()> {
-    let config = &loaded.config;
-    let default: SocketAddr = DEFAULT_LISTEN.parse().expect("the default address parses");
-    let addr = listen.or(config.listen).unwrap_or(default);
+/// A configuration made ready to serve: its files read, its address chosen.
+pub struct App {
+    loaded: Loaded,
+    addr: SocketAddr,
+    credentials: Credentials,
+    tls: Option<(TlsAcceptor, Arc<CertReloader>)>,
+}
+
+impl App {
+    /// Reads and checks every file the config names (token files, the TLS certificate and
+    /// key, the client CA); each problem is an error at the field that names the file. Binds
+    /// and spawns nothing.
+    pub fn build(loaded: Loaded, listen: Option<SocketAddr>) -> Result<App, LoadError> {
+        let config = &loaded.config;
+        let credentials = Credentials::load(&config.auth);
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|files| tls::acceptor(files, config.auth.client_ca.as_deref()))
+            .transpose();
+        let (credentials, tls) = match (credentials, tls) {
+            (Ok(credentials), Ok(tls)) => (credentials, tls),
+            (credentials, tls) => {
+                let errors = [credentials.err(), tls.err()]
+                    .into_iter()
+                    .flatten()
+                    .flatten();
+                return Err(LoadError::Invalid {
+                    path: loaded.shown(),
+                    errors: ConfigErrors(errors.collect()),
+                });
+            }
+        };
+        let default: SocketAddr = DEFAULT_LISTEN.parse().expect("the default address parses");
+        let addr = listen.or(config.listen).unwrap_or(default);
+        Ok(App {
+            loaded,
+            addr,
+            credentials,
+            tls,
+        })
+    }
+
+    /// The address to listen on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.loaded.config
+    }
+
+    /// Serves on `listener` until `shutdown` resolves (with the name of what asked), reloading
+    /// the config on SIGHUP or when its file changes. Then shuts down in order: health
+    /// NOT_SERVING, new calls refused and Watch streams ended, calls in flight given
+    /// `shutdown_grace`, then every server stopped.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = &'static str>,
+    ) -> anyhow::Result<()> {
+        let serving = self.start(listener).await?;
+        serving.until(shutdown).await
+    }
+
+    /// Starts the servers' supervisors, health, metrics and the gRPC server.
+    async fn start(self, listener: TcpListener) -> anyhow::Result<Serving> {
+        let config = &self.loaded.config;
+        let local = listener.local_addr()?;
+        crate::telemetry::record_arguments(config.record_arguments);
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let now = SystemTime::now();
+        let broker = Broker::new(
+            config
+                .servers
+                .iter()
+                .map(|spec| (spec.policy(), spec.initial_condition(now)))
+                .collect(),
+        );
+        if let Some(addr) = config.metrics_listen {
+            crate::metrics::start(addr, broker.clone(), shutdown.clone()).await?;
+        }
+        let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
+        let (readiness, readiness_rx) = watch::channel(config.readiness);
+        let (reporter, health_service) = tonic_health::server::health_reporter();
+        let mut health = HealthStatuses::new(reporter);
+        health.update(&broker.snapshot(), config.readiness).await;
+        tasks.spawn(health.follow(broker.clone(), readiness_rx, shutdown.clone()));
+
+        let gate = Gate::new(self.credentials);
+        let (acceptor, certs) = self.tls.unzip();
+        let service = Arc::new(BrokerService::new(
+            broker,
+            shutdown.clone(),
+            config.limits.max_response_bytes,
+        ));
+        let closing = CancellationToken::new();
+        let parts = server::Parts {
+            service: service.clone(),
+            health: health_service,
+            gate: gate.clone(),
+            reflection: config.reflection,
+            limits: config.limits,
+            tls: acceptor,
+            max_connection_age: config.max_connection_age,
+            max_connection_age_grace: config.max_connection_age_grace,
+        };
+        let server = tokio::spawn(server::serve(parts, listener, closing.clone()));
+        let scheme = if certs.is_some() { "https" } else { "http" };
+        tracing::info!(addr = %local, scheme, auth = config.auth.enabled(), "listening");
+
+        let (triggers, reloads) = mpsc::unbounded_channel();
+        tasks.spawn(reload::forward_sighup(triggers.clone(), shutdown.clone()));
+        let live = match self.loaded.file {
+            Some((path, text)) => LiveConfig::new(self.loaded.config, path, text),
+            None => LiveConfig::fixed(self.loaded.config),
+        };
+        // Kept alive for as long as we serve; a watcher that cannot start leaves SIGHUP working.
+        let file_watch = live.path().and_then(|path| watch_config(path, triggers));
+        Ok(Serving {
+            fleet,
+            service,
+            server,
+            shutdown,
+            closing,
+            tasks,
+            live,
+            reloads,
+            readiness,
+            renewable: Renewable { gate, certs },
+            _file_watch: file_watch,
+        })
+    }
+}
+
+/// Binds the address `app` chose, serves until SIGTERM or SIGINT, then shuts down in order.
+pub async fn serve(app: App) -> anyhow::Result<()> {
+    let addr = app.addr();
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    let local = listener.local_addr()?;
-
-    crate::telemetry::record_arguments(config.record_arguments);
-    let draining = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    let broker = Broker::new(
-        config
-            .servers
-            .iter()
-            .map(|spec| (policy(spec), initial_condition(spec)))
-            .collect(),
-    );
-    if let Some(addr) = config.metrics_listen {
-        crate::metrics::start(addr, broker.clone(), draining.clone()).await?;
-    }
-    let mut fleet = Fleet::start(broker.clone(), config.servers.clone());
-    let (readiness, readiness_rx) = watch::channel(config.readiness);
-    let (reporter, health_service) = tonic_health::server::health_reporter();
-    let mut health = Health::new(reporter);
-    health.update(&broker.snapshot(), config.readiness).await;
-    tasks.spawn(health.follow(broker.clone(), readiness_rx, draining.clone()));
-
-    let gate = Gate::new(Credentials::load(&config.auth).map_err(anyhow::Error::msg)?);
-    let (tls, certs) = match &config.tls {
-        Some(files) => {
-            let (acceptor, certs) = tls::acceptor(files, config.auth.client_ca.as_deref())
-                .map_err(anyhow::Error::msg)?;
-            (Some(acceptor), Some(certs))
-        }
-        None => (None, None),
-    };
-    let service = Arc::new(BrokerService::new(
-        broker,
-        draining.clone(),
-        config.limits.max_response_bytes,
-    ));
-    let closing = CancellationToken::new();
-    let parts = server::Parts {
-        service: service.clone(),
-        health: health_service,
-        gate: gate.clone(),
-        reflection: config.reflection,
-        limits: config.limits,
-        tls,
-        max_connection_age: config.max_connection_age,
-        max_connection_age_grace: config.max_connection_age_grace,
-    };
-    let mut server = tokio::spawn(server::serve(parts, listener, closing.clone()));
-    let scheme = if certs.is_some() { "https" } else { "http" };
-    tracing::info!(addr = %local, scheme, auth = config.auth.enabled(), "listening");
-    let secrets = Renewable { gate, certs };
-
-    let (triggers, mut reloads) = mpsc::unbounded_channel();
-    tasks.spawn(reload::forward_sighup(triggers.clone(), draining.clone()));
-    let mut live = loaded
-        .file
-        .map(|(path, text)| LiveConfig::new(loaded.config.clone(), path, text));
-    // Kept alive for as long as we serve; a watcher that cannot start leaves SIGHUP working.
-    let _file_watch = live
-        .as_ref()
-        .and_then(|live| watch_config(live.path(), triggers));
-
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let grace = loop {
+    let shutdown = async move {
         tokio::select! {
-            biased;
-            _ = term.recv() => break shutdown_grace(&live, &loaded.config, "SIGTERM"),
-            _ = interrupt.recv() => break shutdown_grace(&live, &loaded.config, "SIGINT"),
-            served = &mut server => {
-                served.context("the gRPC server task failed")??;
-                anyhow::bail!("the gRPC server stopped by itself");
-            }
-            Some(trigger) = reloads.recv() => match live.as_mut() {
-                Some(live) => live.reload(trigger, &mut fleet, &readiness, &secrets).await,
-                None => tracing::info!("no config file to reload: serving the built-in demo"),
-            },
+            _ = term.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
         }
     };
-    drain(&draining, &service, grace).await;
-    closing.cancel();
-    if tokio::time::timeout(CLOSE_DEADLINE, &mut server)
-        .await
-        .is_err()
-    {
-        server.abort();
+    app.run(listener, shutdown).await
+}
+
+/// A broker that serves, and what it takes to stop it in order.
+struct Serving {
+    fleet: Fleet,
+    service: Arc<BrokerService>,
+    server: JoinHandle<anyhow::Result<()>>,
+    /// Cancelled first at shutdown: health, new calls, Watch streams, metrics.
+    shutdown: CancellationToken,
+    /// Cancelled once calls are drained: the gRPC server closes its connections.
+    closing: CancellationToken,
+    tasks: TaskTracker,
+    live: LiveConfig,
+    reloads: mpsc::UnboundedReceiver<Trigger>,
+    readiness: watch::Sender<crate::domain::state::Readiness>,
+    renewable: Renewable,
+    _file_watch: Option<FileWatch>,
+}
+
+impl Serving {
+    /// Serves, reloading on request, until `shutdown` (or the gRPC server failing); then
+    /// shuts down in order.
+    async fn until(mut self, shutdown: impl Future<Output = &'static str>) -> anyhow::Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                signal = &mut shutdown => {
+                    tracing::info!(signal, "shutting down");
+                    break;
+                }
+                served = &mut self.server => {
+                    served.context("the gRPC server task failed")??;
+                    anyhow::bail!("the gRPC server stopped by itself");
+                }
+                Some(trigger) = self.reloads.recv() => self.reload(trigger).await,
+            }
+        }
+        self.stop().await;
+        Ok(())
     }
-    fleet.stop().await;
-    tasks.close();
-    tasks.wait().await;
-    tracing::info!("stopped");
-    Ok(())
-}
 
-/// Logs the shutdown and says how long calls in flight may take (per the config in force).
-fn shutdown_grace(live: &Option<LiveConfig>, initial: &Config, signal: &str) -> Duration {
-    tracing::info!(signal, "shutting down");
-    live.as_ref().map_or(initial, |l| &l.config).shutdown_grace
-}
+    async fn reload(&mut self, trigger: Trigger) {
+        let (live, fleet) = (&mut self.live, &mut self.fleet);
+        live.reload(trigger, fleet, &self.readiness, &self.renewable)
+            .await;
+    }
 
-/// Ends Watch streams and health, refuses new calls (UNAVAILABLE), and gives calls in flight
-/// `grace` to finish.
-async fn drain(draining: &CancellationToken, service: &BrokerService, grace: Duration) {
-    draining.cancel();
-    if tokio::time::timeout(grace, service.idle()).await.is_err() {
-        tracing::warn!("calls still running after {grace:?}; stopping anyway");
+    /// Ends Watch streams and health, refuses new calls (UNAVAILABLE), gives calls in flight
+    /// `shutdown_grace` to finish, closes the connections, then stops every server.
+    async fn stop(mut self) {
+        let grace = self.live.config.shutdown_grace;
+        self.shutdown.cancel();
+        if tokio::time::timeout(grace, self.service.idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!("calls still running after {grace:?}; stopping anyway");
+        }
+        self.closing.cancel();
+        if tokio::time::timeout(CLOSE_DEADLINE, &mut self.server)
+            .await
+            .is_err()
+        {
+            self.server.abort();
+        }
+        self.fleet.stop().await;
+        self.tasks.close();
+        self.tasks.wait().await;
+        tracing::info!("stopped");
     }
 }
 

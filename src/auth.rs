@@ -7,10 +7,13 @@ use std::sync::{Arc, RwLock};
 use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tonic::{Request, Status};
+use tonic::Request;
 use wildmatch::WildMatch;
 
-use crate::domain::config::{Auth, TokenSource};
+use crate::domain::{
+    config::{Auth, ConfigError, TokenSource},
+    request_error::{AuthFailure, RequestError},
+};
 
 /// A caller the gate let in, with the tools it may see and call.
 #[derive(Debug, Clone)]
@@ -55,26 +58,27 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// Reads token files; an unreadable or empty file is an error naming it.
-    pub fn load(auth: &Auth) -> Result<Self, String> {
+    /// Reads token files; every unreadable or empty file is an error at its field.
+    pub fn load(auth: &Auth) -> Result<Self, Vec<ConfigError>> {
         let mut tokens = Vec::with_capacity(auth.tokens.len());
-        for spec in &auth.tokens {
+        let mut errors = Vec::new();
+        for (i, spec) in auth.tokens.iter().enumerate() {
             let value = match &spec.source {
                 TokenSource::Value(value) => value.expose_secret().to_owned(),
-                TokenSource::File(path) => std::fs::read_to_string(path)
-                    .map_err(|e| {
-                        format!(
-                            "{}: cannot read token file {}: {e}",
-                            spec.name,
-                            path.display()
-                        )
-                    })?
-                    .trim()
-                    .to_owned(),
+                TokenSource::File(path) => match std::fs::read_to_string(path) {
+                    Ok(text) if text.trim().is_empty() => {
+                        let reason = format!("the token file {} is empty", path.display());
+                        errors.push(ConfigError::new(token_file_field(i), reason));
+                        continue;
+                    }
+                    Ok(text) => text.trim().to_owned(),
+                    Err(e) => {
+                        let reason = format!("cannot read token file {}: {e}", path.display());
+                        errors.push(ConfigError::new(token_file_field(i), reason));
+                        continue;
+                    }
+                },
             };
-            if value.is_empty() {
-                return Err(format!("{}: the token is empty", spec.name));
-            }
             let patterns: Vec<WildMatch> = spec.tools.iter().map(|p| WildMatch::new(p)).collect();
             tokens.push(Token {
                 digest: Sha256::digest(value.as_bytes()).into(),
@@ -83,6 +87,9 @@ impl Credentials {
                     patterns: patterns.into(),
                 },
             });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
         }
         Ok(Self {
             tokens,
@@ -93,6 +100,11 @@ impl Credentials {
     fn enabled(&self) -> bool {
         !self.tokens.is_empty() || self.require_client_cert
     }
+}
+
+/// Where token `i`'s file is configured.
+fn token_file_field(i: usize) -> String {
+    format!("auth.tokens[{i}].value_file")
 }
 
 /// The current credentials; swapped whole on reload.
@@ -115,7 +127,7 @@ impl Gate {
     }
 
     /// Lets a request in, recording who called in its extensions, or refuses it.
-    pub fn check<T>(&self, mut request: Request<T>) -> Result<Request<T>, Status> {
+    pub fn check<T>(&self, mut request: Request<T>) -> Result<Request<T>, RequestError> {
         let credentials = self
             .current
             .read()
@@ -132,11 +144,10 @@ impl Gate {
 }
 
 /// Checks a request's certificate and token.
-fn admit<T>(credentials: &Credentials, request: &Request<T>) -> Result<Caller, Status> {
+fn admit<T>(credentials: &Credentials, request: &Request<T>) -> Result<Caller, RequestError> {
+    let refuse = |failure| Err(RequestError::Unauthenticated(failure));
     if credentials.require_client_cert && !has_client_cert(request) {
-        return Err(Status::unauthenticated(
-            "a client certificate signed by the configured CA is required",
-        ));
+        return refuse(AuthFailure::ClientCertificateRequired);
     }
     if credentials.tokens.is_empty() {
         return Ok(Caller {
@@ -145,20 +156,14 @@ fn admit<T>(credentials: &Credentials, request: &Request<T>) -> Result<Caller, S
         });
     }
     let Some(value) = request.metadata().get("authorization") else {
-        return Err(Status::unauthenticated(
-            "missing bearer token: send the header \"authorization: Bearer <token>\"",
-        ));
+        return refuse(AuthFailure::MissingToken);
     };
-    let presented = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .ok_or_else(|| {
-            Status::unauthenticated("the authorization header is not \"Bearer <token>\"")
-        })?;
+    let Some(presented) = value.to_str().ok().and_then(|v| {
+        v.strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+    }) else {
+        return refuse(AuthFailure::NotBearer);
+    };
     let digest: [u8; 32] = Sha256::digest(presented.trim().as_bytes()).into();
     // Every token is compared, matched or not, so timing says nothing about which one matched.
     let mut found = None;
@@ -167,9 +172,10 @@ fn admit<T>(credentials: &Credentials, request: &Request<T>) -> Result<Caller, S
             found = Some(&token.caller);
         }
     }
-    found
-        .cloned()
-        .ok_or_else(|| Status::unauthenticated("the bearer token is not valid"))
+    match found {
+        Some(caller) => Ok(caller.clone()),
+        None => refuse(AuthFailure::InvalidToken),
+    }
 }
 
 /// Whether the TLS handshake verified a client certificate (rustls checked it against the CA;
@@ -211,16 +217,15 @@ mod tests {
     fn tokens_are_checked() {
         let gate = gate("auth: {tokens: [{name: agent, value_env: T, tools: ['fs_*']}]}");
         let refused = |token| gate.check(with_token(token)).unwrap_err();
-        assert!(refused(None).message().contains("missing bearer token"));
-        assert!(
-            refused(Some("Bearer wrong"))
-                .message()
-                .contains("not valid")
+        let unauthenticated = RequestError::Unauthenticated;
+        assert_eq!(refused(None), unauthenticated(AuthFailure::MissingToken));
+        assert_eq!(
+            refused(Some("Bearer wrong")),
+            unauthenticated(AuthFailure::InvalidToken)
         );
-        assert!(
-            refused(Some("Basic s3cret"))
-                .message()
-                .contains("not \"Bearer")
+        assert_eq!(
+            refused(Some("Basic s3cret")),
+            unauthenticated(AuthFailure::NotBearer)
         );
         let admitted = gate.check(with_token(Some("Bearer s3cret"))).unwrap();
         let caller = caller(&admitted);
@@ -239,6 +244,9 @@ mod tests {
     fn a_client_certificate_is_required_when_a_ca_is_configured() {
         let gate = gate("tls: {cert: c, key: k}\nauth: {client_ca: ca.pem}");
         let refused = gate.check(with_token(None)).unwrap_err();
-        assert!(refused.message().contains("client certificate"));
+        assert_eq!(
+            refused,
+            RequestError::Unauthenticated(AuthFailure::ClientCertificateRequired)
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! The broker: the single writer of the catalog. Supervisors report to it; gRPC handlers read
-//! its snapshots, follow its events and route calls through it.
+//! The broker: the single writer of the catalog. Supervisors report to it (it is their
+//! [`Reporter`]); gRPC handlers read its snapshots, follow its events and route calls through it.
 
 use std::{
     collections::HashMap,
@@ -15,14 +15,15 @@ use tokio::sync::{broadcast, watch};
 
 use crate::{
     domain::{
-        call::{CallError, RawArguments, effective_timeout, prepare_arguments, state_name},
+        call::{RawArguments, effective_timeout, prepare_arguments},
         catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
         names::ServerName,
+        request_error::RequestError,
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
     },
     telemetry::context::TraceHeaders,
-    upstream::Upstream,
+    upstream::{Reporter, Upstream},
 };
 
 /// Events a watcher may fall behind by before it is sent a fresh snapshot instead.
@@ -91,40 +92,6 @@ impl Broker {
         }
     }
 
-    /// Records a server's new condition; `upstream` is its call handle when READY.
-    pub fn set_condition(
-        &self,
-        server: &ServerName,
-        condition: ServerCondition,
-        upstream: Option<Upstream>,
-    ) {
-        self.update(|state| {
-            match upstream {
-                Some(upstream) => state.sessions.insert(server.clone(), upstream),
-                None => state.sessions.remove(server),
-            };
-            state
-                .catalog
-                .apply(Update::Condition(server.clone(), condition))
-        });
-    }
-
-    /// Takes the servers of a reloaded configuration, in its order (see
-    /// [`Catalog::configure`]); sessions of servers no longer configured are forgotten.
-    pub fn configure(&self, servers: Vec<(ServerPolicy, ServerCondition)>) {
-        self.update(|state| {
-            state
-                .sessions
-                .retain(|name, _| servers.iter().any(|(policy, _)| &policy.name == name));
-            state.catalog.configure(servers)
-        });
-    }
-
-    /// Records the tools a server offers now.
-    pub fn set_tools(&self, server: &ServerName, tools: Vec<ToolSpec>) {
-        self.update(|state| state.catalog.apply(Update::Tools(server.clone(), tools)));
-    }
-
     /// Applies a change under the lock, then publishes the snapshot and the events in order.
     fn update(&self, change: impl FnOnce(&mut Snapshot) -> Outcome) {
         let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,7 +141,7 @@ impl Broker {
         requested_timeout: Option<Duration>,
         deadline: Option<Duration>,
         trace: &TraceHeaders,
-    ) -> Result<Called, CallError> {
+    ) -> Result<Called, RequestError> {
         let (tool, upstream) = self.route(name)?;
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
@@ -185,7 +152,7 @@ impl Broker {
         };
         tool.spec
             .check_arguments(&arguments, unusable)
-            .map_err(CallError::InvalidArguments)?;
+            .map_err(RequestError::InvalidArguments)?;
         let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
         let result = upstream
             .call(&tool.spec.original, arguments, timeout, trace)
@@ -196,7 +163,7 @@ impl Broker {
         })
     }
 
-    fn route(&self, name: &str) -> Result<(Arc<ExposedTool>, Upstream), CallError> {
+    fn route(&self, name: &str) -> Result<(Arc<ExposedTool>, Upstream), RequestError> {
         let snapshot = self.snapshot();
         let catalog = &snapshot.catalog;
         let owner = match catalog.tool(name) {
@@ -207,12 +174,46 @@ impl Broker {
             None => catalog.unready_owner(name),
         };
         match owner {
-            Some(view) => Err(CallError::NotReady {
+            Some(view) => Err(RequestError::NotReady {
                 server: view.name.clone(),
-                state: state_name(view.condition.state),
+                state: view.condition.state,
                 message: view.message.clone(),
             }),
-            None => Err(CallError::UnknownTool { name: name.into() }),
+            None => Err(RequestError::UnknownTool { name: name.into() }),
         }
+    }
+}
+
+impl Reporter for Broker {
+    fn condition(
+        &self,
+        server: &ServerName,
+        condition: ServerCondition,
+        upstream: Option<Upstream>,
+    ) {
+        self.update(|state| {
+            match upstream {
+                Some(upstream) => state.sessions.insert(server.clone(), upstream),
+                None => state.sessions.remove(server),
+            };
+            state
+                .catalog
+                .apply(Update::Condition(server.clone(), condition))
+        });
+    }
+
+    fn tools(&self, server: &ServerName, tools: Vec<ToolSpec>) {
+        self.update(|state| state.catalog.apply(Update::Tools(server.clone(), tools)));
+    }
+
+    /// Servers no longer configured are dropped from the catalog (after a last status) and
+    /// their sessions forgotten (see [`Catalog::configure`]).
+    fn configure(&self, servers: Vec<(ServerPolicy, ServerCondition)>) {
+        self.update(|state| {
+            state
+                .sessions
+                .retain(|name, _| servers.iter().any(|(policy, _)| &policy.name == name));
+            state.catalog.configure(servers)
+        });
     }
 }

@@ -4,6 +4,8 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::telemetry::LogFormat;
+
 /// toolbroker: the tools of many MCP servers, served to agents over one gRPC contract.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
@@ -75,7 +77,7 @@ pub struct DemoServerArgs {
     #[arg(long, default_value_t = 0)]
     pub extra_tools: usize,
     /// Tools per tools/list page (0: all in one page).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = crate::demo_server::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
     /// Handle one tool call at a time (the others wait), like many real MCP servers.
     #[arg(long)]
@@ -116,14 +118,4 @@ pub struct CallArgs {
     /// Arguments as a JSON object.
     #[arg(default_value = "{}")]
     pub arguments: String,
-}
-
-/// Log output formats.
-#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::domain::config::{self, Config, ConfigError, ConfigErrors};
+use crate::domain::config::{self, Config, ConfigErrors};
 
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,7 @@ fn prefixed(path: &str, errors: &ConfigErrors) -> String {
 }
 
 /// A configuration and where it came from.
+#[derive(Debug)]
 pub struct Loaded {
     /// The validated configuration.
     pub config: Config,
@@ -41,7 +42,8 @@ pub struct Loaded {
     pub file: Option<(PathBuf, String)>,
 }
 
-/// Reads and validates a config file, expanding `${VAR}` from the environment.
+/// Reads and validates a config file, expanding `${VAR}` from the environment. The files the
+/// config names (tokens, TLS) are read when the app is built from it (`app::App::build`).
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
@@ -49,13 +51,6 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
         source,
     })?;
     let config = parse(&shown, &text)?;
-    // Token files are part of the config: an unreadable one is a config mistake.
-    if let Err(reason) = crate::auth::Credentials::load(&config.auth) {
-        return Err(LoadError::Invalid {
-            path: shown,
-            errors: ConfigErrors(vec![ConfigError::new("auth.tokens", reason)]),
-        });
-    }
     Ok(Loaded {
         config,
         file: Some((path.to_owned(), text)),
@@ -78,4 +73,14 @@ pub fn demo() -> anyhow::Result<Loaded> {
         format!("servers:\n  - name: demo\n    command: {command}\n    args: [demo-server]\n");
     let config = config::parse(&yaml, &|_| None).map_err(|errors| anyhow::anyhow!("{errors}"))?;
     Ok(Loaded { config, file: None })
+}
+
+impl Loaded {
+    /// How the config is named in messages: its file, or the built-in demo.
+    pub fn shown(&self) -> String {
+        match &self.file {
+            Some((path, _)) => path.display().to_string(),
+            None => "(built-in demo config)".into(),
+        }
+    }
 }

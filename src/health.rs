@@ -23,13 +23,14 @@ pub fn server_service(name: &str) -> String {
     format!("toolbroker.server.{name}")
 }
 
-/// The health statuses reported so far, kept in step with the broker.
-pub struct Health {
+/// The health statuses reported so far, kept in step with the broker (tonic-health's
+/// reporter serves them).
+pub struct HealthStatuses {
     reporter: HealthReporter,
     reported: HashMap<String, ServingStatus>,
 }
 
-impl Health {
+impl HealthStatuses {
     /// Reports through `reporter`; call [`Self::update`] once before serving so that probes
     /// never see an unknown service.
     pub fn new(reporter: HealthReporter) -> Self {
@@ -60,13 +61,13 @@ impl Health {
         }
     }
 
-    /// Follows the broker until `stop`; then reports every service as NOT_SERVING, so probes
-    /// see the shutdown before the port closes.
+    /// Follows the broker until `shutdown`; then reports every service as NOT_SERVING, so
+    /// probes see the shutdown before the port closes.
     pub async fn follow(
         mut self,
         broker: Broker,
         mut readiness: watch::Receiver<Readiness>,
-        stop: CancellationToken,
+        shutdown: CancellationToken,
     ) {
         let mut snapshots = broker.snapshots();
         loop {
@@ -75,7 +76,7 @@ impl Health {
             self.update(&snapshot, policy).await;
             tokio::select! {
                 biased;
-                _ = stop.cancelled() => break,
+                _ = shutdown.cancelled() => break,
                 changed = snapshots.changed() => if changed.is_err() { break },
                 changed = readiness.changed() => if changed.is_err() { break },
             }

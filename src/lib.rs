@@ -14,6 +14,7 @@ pub mod client;
 pub mod config_file;
 pub mod demo_server;
 pub mod domain;
+pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
 pub mod metrics;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toolbroker::{
-    app,
+    app::{self, App},
     cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
     client, config_file,
     demo_server::{self, HttpTransport},
@@ -39,15 +39,18 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> ExitCode {
     match command {
         Command::Serve(args) => serve(args).await,
-        Command::Check(args) => match config_file::load(&args.config) {
-            Ok(loaded) => {
-                let count = loaded.config.servers.len();
-                let plural = if count == 1 { "" } else { "s" };
-                println!("{}: ok ({count} server{plural})", args.config.display());
-                ExitCode::SUCCESS
+        // The same checks as `serve`, files included, without binding or spawning anything.
+        Command::Check(args) => {
+            match config_file::load(&args.config).and_then(|loaded| App::build(loaded, None)) {
+                Ok(app) => {
+                    let count = app.config().servers.len();
+                    let plural = if count == 1 { "" } else { "s" };
+                    println!("{}: ok ({count} server{plural})", args.config.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => config_error(e),
             }
-            Err(e) => config_error(e),
-        },
+        }
         Command::DemoServer(args) => demo(args).await,
         Command::Tools(args) => report(client::list_tools(&args).await),
         Command::Call(args) => report(client::call(&args).await),
@@ -55,13 +58,16 @@ async fn run(command: Command) -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
-    let config = match &args.config {
-        Some(path) => config_file::load(path).map_err(config_error),
-        None => config_file::demo().map_err(|e| fatal(&e)),
+    let app = match &args.config {
+        Some(path) => config_file::load(path).and_then(|loaded| App::build(loaded, args.listen)),
+        None => match config_file::demo() {
+            Ok(loaded) => App::build(loaded, args.listen),
+            Err(e) => return fatal(&e),
+        },
     };
-    match config {
-        Ok(config) => report(app::serve(config, args.listen).await),
-        Err(code) => code,
+    match app {
+        Ok(app) => report(app::serve(app).await),
+        Err(e) => config_error(e),
     }
 }
 

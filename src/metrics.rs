@@ -11,11 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    broker::Broker,
-    domain::{call::state_name, state::ServerState},
-    telemetry::semconv,
-};
+use crate::{broker::Broker, domain::state::ServerState, telemetry::semconv};
 
 /// Histogram buckets (seconds) from 1 ms to 60 s: tool calls range from an echo to a crawl.
 const BUCKETS: &[f64] = &[
@@ -40,11 +36,11 @@ struct Scrape {
     process: metrics_process::Collector,
 }
 
-/// Binds `addr` now (so a bad address fails at start) and serves `/metrics` until `stop`.
+/// Binds `addr` now (so a bad address fails at start) and serves `/metrics` until `shutdown`.
 pub async fn start(
     addr: SocketAddr,
     broker: Broker,
-    stop: CancellationToken,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let handle = PrometheusBuilder::new()
         .set_buckets(BUCKETS)
@@ -66,9 +62,10 @@ pub async fn start(
     let router = Router::new()
         .route("/metrics", get(render))
         .with_state(scrape);
-    tokio::spawn(upkeep(handle, stop.clone()));
+    tokio::spawn(upkeep(handle, shutdown.clone()));
     tokio::spawn(async move {
-        let serving = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned());
+        let serving =
+            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
         if let Err(error) = serving.await {
             tracing::warn!(%error, "the metrics server failed");
         }
@@ -76,11 +73,11 @@ pub async fn start(
     Ok(())
 }
 
-async fn upkeep(handle: PrometheusHandle, stop: CancellationToken) {
+async fn upkeep(handle: PrometheusHandle, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             biased;
-            _ = stop.cancelled() => return,
+            _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(UPKEEP) => handle.run_upkeep(),
         }
     }
@@ -98,7 +95,7 @@ async fn render(State(scrape): State<Scrape>) -> impl IntoResponse {
             } else {
                 0.0
             };
-            metrics::gauge!("toolbroker_server_state", semconv::SERVER => server.clone(), "state" => state_name(state))
+            metrics::gauge!("toolbroker_server_state", semconv::SERVER => server.clone(), "state" => state.as_str())
                 .set(on);
         }
         metrics::gauge!("toolbroker_server_tools", semconv::SERVER => server.clone())

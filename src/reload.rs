@@ -15,7 +15,11 @@ use std::sync::Arc;
 use crate::{
     auth::{Credentials, Gate},
     config_file::{self, LoadError},
-    domain::{config::Config, state::Readiness},
+    domain::{
+        config::{Config, ConfigErrors},
+        names::ServerName,
+        state::Readiness,
+    },
     tls::CertReloader,
     upstream::fleet::Fleet,
 };
@@ -45,12 +49,16 @@ impl Renewable {
     fn renew(&self, config: &Config) {
         match Credentials::load(&config.auth) {
             Ok(credentials) => self.gate.replace(credentials),
-            Err(error) => tracing::warn!(%error, "tokens not reloaded; the old ones stay valid"),
+            Err(errors) => {
+                let error = ConfigErrors(errors);
+                tracing::warn!(%error, "tokens not reloaded; the old ones stay valid")
+            }
         }
         if let Some(certs) = &self.certs {
             match certs.reload() {
                 Ok(()) => tracing::info!("TLS certificate reloaded"),
-                Err(error) => {
+                Err(errors) => {
+                    let error = ConfigErrors(errors);
                     tracing::warn!(%error, "TLS certificate not reloaded; the old one stays")
                 }
             }
@@ -58,23 +66,30 @@ impl Renewable {
     }
 }
 
-/// The configuration in force and the file it came from.
+/// The configuration in force and the file it came from, with the text last applied.
 pub struct LiveConfig {
     /// The configuration being served.
     pub config: Config,
-    path: PathBuf,
-    text: String,
+    file: Option<(PathBuf, String)>,
 }
 
 impl LiveConfig {
     /// The configuration loaded at start from `path` (whose text was `text`).
     pub fn new(config: Config, path: PathBuf, text: String) -> Self {
-        Self { config, path, text }
+        Self {
+            config,
+            file: Some((path, text)),
+        }
     }
 
-    /// The config file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A configuration that has no file (the built-in demo): reloads change nothing.
+    pub fn fixed(config: Config) -> Self {
+        Self { config, file: None }
+    }
+
+    /// The config file, if there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|(path, _)| path.as_path())
     }
 
     /// Reads the file again and applies what changed; the readiness policy goes to `readiness`.
@@ -85,15 +100,19 @@ impl LiveConfig {
         readiness: &watch::Sender<Readiness>,
         renewable: &Renewable,
     ) {
-        let shown = self.path.display().to_string();
-        let text = match std::fs::read_to_string(&self.path) {
+        let Some((path, last_text)) = &self.file else {
+            tracing::info!("no config file to reload: serving the built-in demo");
+            return;
+        };
+        let shown = path.display().to_string();
+        let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(error) => {
                 tracing::warn!(file = %shown, %error, "config reload failed: cannot read the file; keeping the running configuration");
                 return;
             }
         };
-        if trigger == Trigger::FileChanged && text == self.text {
+        if trigger == Trigger::FileChanged && text == *last_text {
             return;
         }
         match config_file::parse(&shown, &text) {
@@ -101,7 +120,7 @@ impl LiveConfig {
                 renewable.renew(&config);
                 readiness.send_replace(config.readiness);
                 crate::telemetry::record_arguments(config.record_arguments);
-                self.apply(config, text, fleet).await;
+                self.apply(config, text, fleet, &shown).await;
             }
             Err(LoadError::Invalid { errors, .. }) => {
                 tracing::warn!(file = %shown, problems = errors.0.len(), "config reload rejected; keeping the running configuration");
@@ -113,7 +132,7 @@ impl LiveConfig {
         }
     }
 
-    async fn apply(&mut self, config: Config, text: String, fleet: &mut Fleet) {
+    async fn apply(&mut self, config: Config, text: String, fleet: &mut Fleet, shown: &str) {
         if config.listen != self.config.listen
             || config.metrics_listen != self.config.metrics_listen
         {
@@ -125,14 +144,14 @@ impl LiveConfig {
             tracing::warn!("max_connection_age changes take effect at the next start");
         }
         let plan = fleet.reconfigure(config.servers.clone()).await;
-        let names = |list: &[crate::domain::names::ServerName]| {
+        let names = |list: &[ServerName]| {
             list.iter()
                 .map(|n| n.as_str())
                 .collect::<Vec<_>>()
                 .join(",")
         };
         tracing::info!(
-            file = %self.path.display(),
+            file = shown,
             started = names(&plan.start),
             stopped = names(&plan.stop),
             restarted = names(&plan.restart),
@@ -140,14 +159,16 @@ impl LiveConfig {
             "config reloaded"
         );
         self.config = config;
-        self.text = text;
+        if let Some((_, last_text)) = &mut self.file {
+            *last_text = text;
+        }
     }
 }
 
-/// Sends a trigger on every SIGHUP until `stop`.
+/// Sends a trigger on every SIGHUP until `shutdown`.
 pub async fn forward_sighup(
     triggers: mpsc::UnboundedSender<Trigger>,
-    stop: tokio_util::sync::CancellationToken,
+    shutdown: tokio_util::sync::CancellationToken,
 ) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hangup) = signal(SignalKind::hangup()) else {
@@ -157,7 +178,7 @@ pub async fn forward_sighup(
     loop {
         tokio::select! {
             biased;
-            _ = stop.cancelled() => return,
+            _ = shutdown.cancelled() => return,
             received = hangup.recv() => match received {
                 Some(()) => {
                     tracing::info!("SIGHUP: reloading the config");

@@ -24,7 +24,7 @@ use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::config::TlsFiles;
+use crate::domain::config::{ConfigError, TlsFiles};
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,7 +41,7 @@ pub struct CertReloader {
 
 impl CertReloader {
     /// Reads the certificate and key again; on failure the old ones stay in use.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), Vec<ConfigError>> {
         let key = load(&self.files, &self.provider)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
         Ok(())
@@ -60,34 +60,32 @@ impl ResolvesServerCert for CertReloader {
 }
 
 /// The TLS acceptor for `files`, verifying client certificates against `client_ca` if given,
-/// and the handle that reloads the certificate.
+/// and the handle that reloads the certificate. Every file is read now; each problem is an
+/// error at the field that names the file.
 pub fn acceptor(
     files: &TlsFiles,
     client_ca: Option<&Path>,
-) -> Result<(TlsAcceptor, Arc<CertReloader>), String> {
+) -> Result<(TlsAcceptor, Arc<CertReloader>), Vec<ConfigError>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = load(files, &provider);
+    let verifier = client_ca.map(|ca| client_verifier(ca, provider.clone()));
+    let (key, verifier) = match (key, verifier.transpose()) {
+        (Ok(key), Ok(verifier)) => (key, verifier),
+        (key, verifier) => {
+            let errors = [key.err(), verifier.err().map(|e| vec![e])];
+            return Err(errors.into_iter().flatten().flatten().collect());
+        }
+    };
     let reloader = Arc::new(CertReloader {
-        current: RwLock::new(Arc::new(load(files, &provider)?)),
+        current: RwLock::new(Arc::new(key)),
         files: files.clone(),
         provider: provider.clone(),
     });
-    let builder = ServerConfig::builder_with_provider(provider.clone())
+    let builder = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
-    let builder = match client_ca {
-        Some(ca) => {
-            let mut roots = RootCertStore::empty();
-            for cert in certificates(ca)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: not a usable CA certificate: {e}", ca.display()))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| format!("{}: {e}", ca.display()))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        .map_err(|e| vec![ConfigError::new("tls", format!("TLS: {e}"))])?;
+    let builder = match verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(reloader.clone());
@@ -95,22 +93,60 @@ pub fn acceptor(
     Ok((TlsAcceptor::from(Arc::new(config)), reloader))
 }
 
+/// Verifies client certificates against the CA in `ca` (clients without one may connect; the
+/// auth gate refuses their calls).
+fn client_verifier(
+    ca: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, ConfigError> {
+    let field = "auth.client_ca";
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(ca).map_err(|reason| ConfigError::new(field, reason))? {
+        roots.add(cert).map_err(|e| {
+            ConfigError::new(
+                field,
+                format!("{}: not a usable CA certificate: {e}", ca.display()),
+            )
+        })?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| ConfigError::new(field, format!("{}: {e}", ca.display())))
+}
+
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: cannot read certificates: {e}", path.display()))?;
+        .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("{}: no certificate in the file", path.display()));
     }
     Ok(certs)
 }
 
-fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
-    let chain = certificates(&files.cert)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .map_err(|e| format!("{}: cannot read the private key: {e}", files.key.display()))?;
-    CertifiedKey::from_der(chain, key, provider)
-        .map_err(|e| format!("{} and {}: {e}", files.cert.display(), files.key.display()))
+/// The certificate chain and key of `files`, each problem at its field.
+fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, Vec<ConfigError>> {
+    let chain = certificates(&files.cert).map_err(|reason| ConfigError::new("tls.cert", reason));
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
+        let reason = format!(
+            "cannot read the private key from {}: {e}",
+            files.key.display()
+        );
+        ConfigError::new("tls.key", reason)
+    });
+    let (chain, key) = match (chain, key) {
+        (Ok(chain), Ok(key)) => (chain, key),
+        (chain, key) => return Err([chain.err(), key.err()].into_iter().flatten().collect()),
+    };
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| {
+        let reason = format!(
+            "{} does not go with the certificate in {}: {e}",
+            files.key.display(),
+            files.cert.display()
+        );
+        vec![ConfigError::new("tls.key", reason)]
+    })
 }
 
 /// TLS connections for the gRPC server: accepts TCP connections and completes each handshake

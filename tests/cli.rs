@@ -42,10 +42,10 @@ fn check_lists_every_problem_with_its_path_and_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     for want in [
-        "servers[0].comand",
+        "servers[0] (a).comand",
         "did you mean \"command\"",
-        "servers[1].timeout",
-        "servers[2].name",
+        "servers[1] (b).timeout",
+        "servers[2] (a).name",
     ] {
         assert!(stderr.contains(want), "{want} missing from:\n{stderr}");
     }

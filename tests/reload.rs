@@ -152,7 +152,8 @@ async fn an_invalid_file_changes_nothing_and_says_why() {
         })
         .await;
     // The same line `toolbroker check` prints.
-    let expected = format!("{path}: servers[0].comand: unknown field; did you mean \"command\"?");
+    let expected =
+        format!("{path}: servers[0] (demo).comand: unknown field; did you mean \"command\"?");
     broker
         .wait_for_log("the problem", |l| l["message"] == expected.as_str())
         .await;

@@ -1,107 +1,13 @@
-//! The rules of a tool call: its arguments, its timeout, and every way it can fail. Pure.
+//! The rules of a tool call: its arguments and its timeout. Pure.
 
 use std::time::Duration;
 
 use serde_json::{Map, Number, Value};
 
-use super::{names::ServerName, state::ServerState};
+use super::request_error::RequestError;
 
 /// How deep a schema is followed when deciding which numbers are integers.
 const MAX_SCHEMA_DEPTH: usize = 32;
-
-/// Why a call did not produce a tool result. Messages name the value at fault and are safe to
-/// show to callers.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CallError {
-    /// No tool has this exposed name.
-    #[error("unknown tool {name:?}; ListTools shows the tools available")]
-    UnknownTool {
-        /// The name asked for.
-        name: String,
-    },
-    /// The arguments are unusable.
-    #[error("{0}")]
-    InvalidArguments(String),
-    /// The tool's server has no session.
-    #[error("server {server:?} is not ready ({state}): {message}")]
-    NotReady {
-        /// The server.
-        server: ServerName,
-        /// Its state, in words.
-        state: &'static str,
-        /// Why.
-        message: String,
-    },
-    /// The session failed while the call was in flight, or the call could not be sent.
-    #[error("lost the connection to server {server:?}: {detail}")]
-    SessionLost {
-        /// The server.
-        server: ServerName,
-        /// What happened.
-        detail: String,
-    },
-    /// The call took longer than its timeout; the server was told to cancel it.
-    #[error("the call to server {server:?} did not finish within {}", humantime::format_duration(*.after))]
-    Timeout {
-        /// The server.
-        server: ServerName,
-        /// The timeout that expired.
-        after: Duration,
-    },
-    /// The server answered with a JSON-RPC error.
-    #[error("server {server:?} rejected the call: {message}")]
-    ServerError {
-        /// The server.
-        server: ServerName,
-        /// The JSON-RPC error code.
-        code: i32,
-        /// The server's message.
-        message: String,
-    },
-    /// The server is busy: all its call slots are taken and its queue is full, or no slot
-    /// freed up in time.
-    #[error("server {server:?} is overloaded: {reason}")]
-    Overloaded {
-        /// The server.
-        server: ServerName,
-        /// Which limit, and what to do about it.
-        reason: String,
-    },
-    /// The server sent a result over `limits.max_result_bytes`.
-    #[error(
-        "server {server:?} sent a result over the {limit}-byte limit (limits.max_result_bytes); {consequence}"
-    )]
-    ResultTooLarge {
-        /// The server.
-        server: ServerName,
-        /// The limit in bytes.
-        limit: usize,
-        /// What happened to the session.
-        consequence: &'static str,
-    },
-    /// The server broke the protocol (an answer that is not a tool result, bad base64, ...).
-    #[error("server {server:?} sent an invalid result: {reason}")]
-    BadResult {
-        /// The server.
-        server: ServerName,
-        /// What was wrong.
-        reason: String,
-    },
-}
-
-/// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
-pub const INVALID_PARAMS: i32 = -32602;
-
-/// State names as callers see them in messages.
-pub fn state_name(state: ServerState) -> &'static str {
-    match state {
-        ServerState::Connecting => "connecting",
-        ServerState::Ready => "ready",
-        ServerState::Reconnecting => "reconnecting",
-        ServerState::Failed => "failed",
-        ServerState::Stopped => "stopped",
-    }
-}
 
 /// The arguments of a call as the caller gave them.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -117,8 +23,8 @@ pub struct RawArguments {
 pub fn prepare_arguments(
     raw: RawArguments,
     schema: &Value,
-) -> Result<Map<String, Value>, CallError> {
-    let invalid = |reason: String| Err(CallError::InvalidArguments(reason));
+) -> Result<Map<String, Value>, RequestError> {
+    let invalid = |reason: String| Err(RequestError::InvalidArguments(reason));
     match (raw.structured, raw.json.trim()) {
         (Some(_), json) if !json.is_empty() => {
             invalid("give arguments or arguments_json, not both".into())
@@ -148,9 +54,9 @@ pub fn effective_timeout(
     requested: Option<Duration>,
     server: Duration,
     deadline: Option<Duration>,
-) -> Result<Duration, CallError> {
+) -> Result<Duration, RequestError> {
     if requested.is_some_and(|t| t.is_zero()) {
-        return Err(CallError::InvalidArguments(
+        return Err(RequestError::InvalidArguments(
             "timeout must be positive; leave it unset to use the server's timeout".into(),
         ));
     }

@@ -21,7 +21,7 @@ fn json_text(text: &str) -> RawArguments {
     }
 }
 
-fn prepared(raw: RawArguments, schema: Value) -> Result<String, CallError> {
+fn prepared(raw: RawArguments, schema: Value) -> Result<String, RequestError> {
     prepare_arguments(raw, &schema).map(|m| Value::Object(m).to_string())
 }
 
@@ -88,7 +88,7 @@ fn bad_arguments_are_invalid_with_a_reason() {
     ];
     for (raw, want) in cases {
         let err = prepare_arguments(raw.clone(), &json!({})).unwrap_err();
-        let CallError::InvalidArguments(message) = &err else {
+        let RequestError::InvalidArguments(message) = &err else {
             panic!("{raw:?}: {err:?}")
         };
         assert!(message.contains(want), "{raw:?}: {message}");
@@ -120,19 +120,6 @@ fn timeout_is_the_smallest_of_request_server_and_deadline() {
     }
     assert!(matches!(
         effective_timeout(Some(Duration::ZERO), s(30), None),
-        Err(CallError::InvalidArguments(_))
+        Err(RequestError::InvalidArguments(_))
     ));
-}
-
-#[test]
-fn errors_read_well() {
-    let server = crate::domain::names::ServerName::parse("demo").unwrap();
-    let err = CallError::Timeout {
-        server,
-        after: Duration::from_millis(1500),
-    };
-    assert_eq!(
-        err.to_string(),
-        "the call to server \"demo\" did not finish within 1s 500ms"
-    );
 }

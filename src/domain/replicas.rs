@@ -48,7 +48,7 @@ pub fn combine(replicas: &[ServerCondition], previous: &ServerCondition) -> Serv
     ServerCondition {
         state: lead.state,
         message: format!("{ready} of {total} replicas ready; {detail}"),
-        transport: lead.transport.clone(),
+        transport: lead.transport,
         restarts: replicas.iter().map(|c| c.restarts).sum(),
         since: if previous.state == lead.state {
             previous.since
@@ -74,6 +74,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+    use crate::domain::state::Transport;
     use ServerState::*;
 
     fn at(secs: u64) -> SystemTime {
@@ -84,7 +85,7 @@ mod tests {
         ServerCondition {
             state,
             message: message.into(),
-            transport: "stdio".into(),
+            transport: Transport::Stdio,
             restarts,
             since: at(since),
         }

@@ -1,4 +1,4 @@
-//! Server connection states and the readiness policy. Pure.
+//! Server connection states, the transports sessions speak, and the readiness policy. Pure.
 
 use std::time::SystemTime;
 
@@ -15,6 +15,50 @@ pub enum ServerState {
     Failed,
     /// Stopped on purpose.
     Stopped,
+}
+
+impl ServerState {
+    /// The state's name as callers read it in messages and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Reconnecting => "reconnecting",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
+/// The MCP transport a server is reached over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking JSON-RPC over its stdin and stdout.
+    Stdio,
+    /// Streamable HTTP, the current MCP HTTP transport.
+    StreamableHttp,
+    /// Legacy HTTP+SSE (MCP 2024-11-05).
+    Sse,
+    /// An HTTP URL whose transport is detected on connect (and reported then).
+    Auto,
+}
+
+impl Transport {
+    /// The name shown in `ServerStatus.transport` and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::StreamableHttp => "streamable-http",
+            Transport::Sse => "sse",
+            Transport::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// When the broker as a whole reports itself ready.
@@ -34,8 +78,8 @@ pub struct ServerCondition {
     pub state: ServerState,
     /// A human explanation, e.g. why it failed.
     pub message: String,
-    /// The transport in use ("stdio", "streamable-http", "sse").
-    pub transport: String,
+    /// The transport in use (`Auto` until an HTTP server's transport is detected).
+    pub transport: Transport,
     /// How many times the session was restarted.
     pub restarts: u32,
     /// When the server entered `state`.

@@ -8,9 +8,9 @@ use serde_json::{Map, Number, Value};
 
 use crate::{
     domain::{
-        call::CallError,
         catalog::{Change, Event, ServerView, ToolsChange},
         names::ServerName,
+        request_error::RequestError,
         schema::Param,
         state::ServerState,
         tool::{Annotations, ExposedTool},
@@ -67,7 +67,7 @@ pub fn server_status(view: &ServerView) -> proto::ServerStatus {
         name: view.name.to_string(),
         state: server_state(condition.state).into(),
         message: view.message.clone(),
-        transport: condition.transport.clone(),
+        transport: condition.transport.as_str().into(),
         tool_count: view.tool_count,
         restarts: condition.restarts,
         since: Some(timestamp(condition.since)),
@@ -118,18 +118,18 @@ fn tools_changed(server: &ServerName, change: &ToolsChange) -> proto::ToolsChang
 }
 
 /// A proto Duration as a std one; negative durations are the caller's mistake.
-pub fn duration(d: prost_types::Duration) -> Result<Duration, CallError> {
+pub fn duration(d: prost_types::Duration) -> Result<Duration, RequestError> {
     Duration::try_from(d)
-        .map_err(|_| CallError::InvalidArguments("timeout must not be negative".into()))
+        .map_err(|_| RequestError::InvalidArguments("timeout must not be negative".into()))
 }
 
 /// A `google.protobuf.Struct` as a JSON object. Numbers come out as floats; the call rules
 /// decide which of them are integers. A number JSON cannot hold (NaN, ±infinity) is the
 /// caller's mistake, named by its path: `arguments.point.xs[2]`.
-pub fn struct_to_json(fields: prost_types::Struct) -> Result<Map<String, Value>, CallError> {
+pub fn struct_to_json(fields: prost_types::Struct) -> Result<Map<String, Value>, RequestError> {
     object_to_json(fields).map_err(|e| {
         let path: String = e.at.iter().rev().map(String::as_str).collect();
-        CallError::InvalidArguments(format!("arguments{path}: {}", e.why))
+        RequestError::InvalidArguments(format!("arguments{path}: {}", e.why))
     })
 }
 
@@ -213,8 +213,8 @@ fn json_to_value(value: &Value) -> prost_types::Value {
 pub fn call_response(
     server: &ServerName,
     result: CallToolResult,
-) -> Result<proto::CallToolResponse, CallError> {
-    let bad = |reason: String| CallError::BadResult {
+) -> Result<proto::CallToolResponse, RequestError> {
+    let bad = |reason: String| RequestError::BadResult {
         server: server.clone(),
         reason,
     };

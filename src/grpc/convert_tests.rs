@@ -76,7 +76,7 @@ fn invalid_base64_is_a_bad_result() {
     let result = CallToolResult::success(vec![ContentBlock::image("not base64!", "image/png")]);
     let err = call_response(&server(), result).unwrap_err();
     assert!(
-        matches!(&err, CallError::BadResult { reason, .. } if reason.contains("image data is not valid base64")),
+        matches!(&err, RequestError::BadResult { reason, .. } if reason.contains("image data is not valid base64")),
         "{err:?}"
     );
 }
@@ -122,7 +122,7 @@ fn non_finite_numbers_are_invalid_arguments() {
     };
     let err = struct_to_json(fields).unwrap_err();
     assert!(
-        matches!(&err, CallError::InvalidArguments(m) if m.starts_with("arguments.bad:")),
+        matches!(&err, RequestError::InvalidArguments(m) if m.starts_with("arguments.bad:")),
         "{err:?}"
     );
 }
@@ -135,7 +135,7 @@ fn negative_timeouts_are_invalid() {
     };
     assert!(matches!(
         duration(negative),
-        Err(CallError::InvalidArguments(_))
+        Err(RequestError::InvalidArguments(_))
     ));
     let ok = prost_types::Duration {
         seconds: 1,
@@ -161,7 +161,7 @@ fn non_finite_numbers_are_named_by_their_path() {
     };
     assert_eq!(
         struct_to_json(fields).unwrap_err(),
-        CallError::InvalidArguments("arguments.point.xs[1]: inf is not a JSON number".into())
+        RequestError::InvalidArguments("arguments.point.xs[1]: inf is not a JSON number".into())
     );
 }
 
@@ -194,7 +194,7 @@ mod properties {
 
     use super::pv;
     use crate::{
-        domain::call::CallError,
+        domain::request_error::RequestError,
         grpc::convert::{json_to_struct, struct_to_json},
     };
 
@@ -351,7 +351,7 @@ mod properties {
         ) {
             let (fields, spelled) = place(pv(V::NumberValue(bad)), top, path, fields);
             let expected = format!("{spelled}: {bad} is not a JSON number");
-            prop_assert_eq!(struct_to_json(fields), Err(CallError::InvalidArguments(expected)));
+            prop_assert_eq!(struct_to_json(fields), Err(RequestError::InvalidArguments(expected)));
         }
     }
 }

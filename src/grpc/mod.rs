@@ -3,10 +3,11 @@
 
 pub mod convert;
 mod deadline;
-pub mod listing;
+mod limit;
 pub mod observe;
 pub mod server;
 pub mod service;
 pub mod status;
+mod tool_cache;
 mod visibility;
 mod watch;

@@ -9,15 +9,18 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tonic::{
-    Status,
     service::interceptor::InterceptedService,
     transport::{Server, server::TcpIncoming},
 };
 use tonic_health::pb::health_server::{Health, HealthServer};
 
-use super::{observe, service::BrokerService};
+use super::{observe, service::BrokerService, status::to_status};
 use crate::{
-    auth::Gate, domain::config::Limits, proto, proto::tool_broker_server::ToolBrokerServer, tls,
+    auth::Gate,
+    domain::{config::Limits, request_error::RequestError},
+    foreign_errors, proto,
+    proto::tool_broker_server::ToolBrokerServer,
+    tls,
 };
 
 /// What the server is built from.
@@ -49,7 +52,7 @@ pub async fn serve<H: Health>(
     closing: CancellationToken,
 ) -> anyhow::Result<()> {
     let gate = parts.gate.clone();
-    let check = move |request: tonic::Request<()>| gate.check(request);
+    let check = move |request: tonic::Request<()>| gate.check(request).map_err(|e| to_status(&e));
     let broker = ToolBrokerServer::new(parts.service)
         .max_decoding_message_size(parts.limits.max_request_bytes)
         // Our own check (with a clear message) runs first; this is a backstop.
@@ -106,13 +109,9 @@ fn too_large_is_exhaustion<B>(mut response: http::Response<B>) -> http::Response
     let too_large = headers
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
-        .is_some_and(|m| {
-            m.contains("message%20length%20too%20large") || m.contains("message length too large")
-        });
+        .is_some_and(foreign_errors::is_message_too_large);
     if out_of_range && too_large {
-        let status = Status::resource_exhausted(
-            "the request is over limits.max_request_bytes; send less or raise the limit",
-        );
+        let status = to_status(&RequestError::RequestTooLarge);
         headers.remove("grpc-message");
         let _ = status.add_header(headers);
     }

@@ -1,113 +1,60 @@
-//! The one table from call errors to gRPC statuses.
+//! Request errors as gRPC statuses: the code from the error's table (see
+//! [`RequestError::class`]), the message from the error itself.
 
 use tonic::Status;
 
-use crate::domain::call::{CallError, INVALID_PARAMS};
+use crate::domain::request_error::{Code, RequestError};
 
-/// The gRPC status for a failed call, as the contract's table says.
-pub fn from_call_error(error: &CallError) -> Status {
-    let message = error.to_string();
-    match error {
-        CallError::UnknownTool { .. } => Status::not_found(message),
-        CallError::InvalidArguments(_) => Status::invalid_argument(message),
-        CallError::NotReady { .. } | CallError::SessionLost { .. } => Status::unavailable(message),
-        CallError::Timeout { .. } => Status::deadline_exceeded(message),
-        CallError::ServerError { code, .. } if *code == INVALID_PARAMS => {
-            Status::invalid_argument(message)
-        }
-        CallError::ServerError { .. } | CallError::BadResult { .. } => Status::internal(message),
-        CallError::Overloaded { .. } | CallError::ResultTooLarge { .. } => {
-            Status::resource_exhausted(message)
-        }
-    }
+/// The gRPC status for a refused or failed request.
+pub fn to_status(error: &RequestError) -> Status {
+    Status::new(grpc_code(error.class().code), error.to_string())
 }
 
-/// Whether the caller caused the error (logged at debug) rather than a server (logged at warn).
-pub fn is_caller_mistake(error: &CallError) -> bool {
-    match error {
-        CallError::UnknownTool { .. } | CallError::InvalidArguments(_) => true,
-        CallError::ServerError { code, .. } => *code == INVALID_PARAMS,
-        CallError::NotReady { .. }
-        | CallError::SessionLost { .. }
-        | CallError::Timeout { .. }
-        | CallError::BadResult { .. }
-        | CallError::Overloaded { .. }
-        | CallError::ResultTooLarge { .. } => false,
+/// tonic's name for a gRPC status code.
+fn grpc_code(code: Code) -> tonic::Code {
+    match code {
+        Code::NotFound => tonic::Code::NotFound,
+        Code::InvalidArgument => tonic::Code::InvalidArgument,
+        Code::Unavailable => tonic::Code::Unavailable,
+        Code::DeadlineExceeded => tonic::Code::DeadlineExceeded,
+        Code::Internal => tonic::Code::Internal,
+        Code::ResourceExhausted => tonic::Code::ResourceExhausted,
+        Code::Unauthenticated => tonic::Code::Unauthenticated,
+        Code::PermissionDenied => tonic::Code::PermissionDenied,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use tonic::Code;
-
     use super::*;
-    use crate::domain::names::ServerName;
+    use crate::domain::request_error::AuthFailure;
 
     #[test]
-    fn every_call_error_has_its_contract_status() {
-        let server = ServerName::parse("s").unwrap();
-        let server_error = |code| CallError::ServerError {
-            server: server.clone(),
-            code,
-            message: "m".into(),
-        };
+    fn statuses_carry_the_tables_code_and_the_errors_message() {
         let cases = [
-            (CallError::UnknownTool { name: "x".into() }, Code::NotFound),
             (
-                CallError::InvalidArguments("x".into()),
-                Code::InvalidArgument,
+                RequestError::UnknownTool { name: "x".into() },
+                tonic::Code::NotFound,
             ),
             (
-                CallError::NotReady {
-                    server: server.clone(),
-                    state: "failed",
-                    message: "m".into(),
-                },
-                Code::Unavailable,
+                RequestError::RequestTooLarge,
+                tonic::Code::ResourceExhausted,
+            ),
+            (RequestError::ShuttingDown, tonic::Code::Unavailable),
+            (
+                RequestError::Unauthenticated(AuthFailure::InvalidToken),
+                tonic::Code::Unauthenticated,
             ),
             (
-                CallError::SessionLost {
-                    server: server.clone(),
-                    detail: "d".into(),
+                RequestError::PermissionDenied {
+                    caller: "c".into(),
+                    tool: "t".into(),
                 },
-                Code::Unavailable,
-            ),
-            (
-                CallError::Timeout {
-                    server: server.clone(),
-                    after: Duration::from_secs(1),
-                },
-                Code::DeadlineExceeded,
-            ),
-            (server_error(INVALID_PARAMS), Code::InvalidArgument),
-            (server_error(-32603), Code::Internal),
-            (
-                CallError::BadResult {
-                    server: server.clone(),
-                    reason: "r".into(),
-                },
-                Code::Internal,
-            ),
-            (
-                CallError::Overloaded {
-                    server: server.clone(),
-                    reason: "r".into(),
-                },
-                Code::ResourceExhausted,
-            ),
-            (
-                CallError::ResultTooLarge {
-                    server: server.clone(),
-                    limit: 1,
-                    consequence: "c",
-                },
-                Code::ResourceExhausted,
+                tonic::Code::PermissionDenied,
             ),
         ];
         for (error, code) in cases {
-            let status = from_call_error(&error);
+            let status = to_status(&error);
             assert_eq!(status.code(), code, "{error:?}");
             assert_eq!(status.message(), error.to_string());
         }

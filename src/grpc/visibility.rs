@@ -1,13 +1,14 @@
 //! What one request may see: the servers it asked for, and the tools its caller's token
 //! allows. Applied to ListTools, Watch snapshots and Watch events alike.
 
-use tonic::Status;
-
 use super::convert;
 use crate::{
     auth::Caller,
     broker::Snapshot,
-    domain::catalog::{Change, Event},
+    domain::{
+        catalog::{Change, Event},
+        request_error::RequestError,
+    },
     proto,
 };
 
@@ -19,14 +20,18 @@ pub struct Visibility {
 
 impl Visibility {
     /// Checks that every named server exists.
-    pub fn new(servers: Vec<String>, caller: Caller, snapshot: &Snapshot) -> Result<Self, Status> {
+    pub fn new(
+        servers: Vec<String>,
+        caller: Caller,
+        snapshot: &Snapshot,
+    ) -> Result<Self, RequestError> {
         if let Some(unknown) = servers
             .iter()
             .find(|name| snapshot.catalog.server(name).is_none())
         {
-            return Err(Status::not_found(format!(
-                "unknown server {unknown:?}; ListServers shows the configured servers"
-            )));
+            return Err(RequestError::UnknownServer {
+                name: unknown.clone(),
+            });
         }
         Ok(Self { servers, caller })
     }

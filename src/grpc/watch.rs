@@ -1,31 +1,73 @@
-//! One Watch stream: the snapshot it started from, then every later event it may see, in order;
+//! One Watch stream: the snapshot it starts from, then every later event it may see, in order;
 //! a fresh snapshot if it falls behind; the end at shutdown.
 
 use std::sync::Arc;
 
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::{service::BrokerService, visibility::Visibility};
-use crate::{broker::WatcherGuard, domain::catalog::Event, proto};
+use super::{
+    convert, limit::ResponseLimit, status::to_status, tool_cache::ToolCache, visibility::Visibility,
+};
+use crate::{
+    broker::{Broker, Snapshot, WatcherGuard},
+    domain::{catalog::Event, request_error::RequestError},
+    proto,
+};
+
+/// What a Watch stream reads from and obeys.
+#[derive(Clone)]
+pub struct Feed {
+    /// Where snapshots and events come from.
+    pub broker: Broker,
+    /// Cancelled at shutdown: every stream ends.
+    pub shutdown: CancellationToken,
+    /// The proto form of the tools, per revision.
+    pub tools: Arc<ToolCache>,
+    /// No event may be larger than this.
+    pub limit: ResponseLimit,
+}
 
 /// A Watch stream's position: it has seen everything up to revision `seen`.
 pub struct Watcher {
-    pub(super) service: Arc<BrokerService>,
-    pub(super) events: broadcast::Receiver<Arc<Event>>,
-    pub(super) visibility: Visibility,
-    pub(super) seen: u64,
+    feed: Feed,
+    events: broadcast::Receiver<Arc<Event>>,
+    visibility: Visibility,
+    seen: u64,
     /// Counts this stream while tonic holds it: a client that goes away drops it.
-    pub(super) _guard: WatcherGuard,
+    _guard: WatcherGuard,
 }
 
 impl Watcher {
+    /// A stream of the servers asked for (all when none), as the caller may see them, and its
+    /// first event: the snapshot it starts from.
+    pub fn open(
+        feed: Feed,
+        servers: Vec<String>,
+        caller: crate::auth::Caller,
+    ) -> Result<(proto::WatchEvent, Self), RequestError> {
+        let (snapshot, events, guard) = feed.broker.subscribe();
+        let visibility = Visibility::new(servers, caller, &snapshot)?;
+        let first = feed
+            .limit
+            .check(snapshot_event(&feed.tools, &snapshot, &visibility))?;
+        let watcher = Watcher {
+            feed,
+            events,
+            visibility,
+            seen: snapshot.catalog.revision(),
+            _guard: guard,
+        };
+        Ok((first, watcher))
+    }
+
     /// The next event for this watcher; a fresh snapshot if it fell behind; none at shutdown.
     pub async fn next(mut self) -> Option<(Result<proto::WatchEvent, Status>, Self)> {
         loop {
             let received = tokio::select! {
                 biased;
-                _ = self.service.stopping() => return None,
+                _ = self.feed.shutdown.cancelled() => return None,
                 received = self.events.recv() => received,
             };
             match received {
@@ -33,19 +75,49 @@ impl Watcher {
                 Ok(event) => {
                     self.seen = event.revision;
                     if let Some(visible) = self.visibility.event(&event) {
-                        let checked = self.service.within_limit(visible);
-                        return Some((checked, self));
+                        return Some((self.checked(visible), self));
                     }
                 }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "a watcher fell behind; sending a fresh snapshot");
-                    let snapshot = self.service.broker().snapshot();
+                    let snapshot = self.feed.broker.snapshot();
                     self.seen = snapshot.catalog.revision();
-                    let event = self.service.snapshot_event(&snapshot, &self.visibility);
-                    return Some((self.service.within_limit(event), self));
+                    let event = snapshot_event(&self.feed.tools, &snapshot, &self.visibility);
+                    return Some((self.checked(event), self));
                 }
                 Err(RecvError::Closed) => return None,
             }
         }
+    }
+
+    fn checked(&self, event: proto::WatchEvent) -> Result<proto::WatchEvent, Status> {
+        self.feed.limit.check(event).map_err(|e| to_status(&e))
+    }
+}
+
+/// The `Snapshot` event of `snapshot`, as `visibility` lets it be seen.
+fn snapshot_event(
+    tools: &ToolCache,
+    snapshot: &Snapshot,
+    visibility: &Visibility,
+) -> proto::WatchEvent {
+    let all = tools.tools(snapshot).tools;
+    let tools = if visibility.everything() {
+        all.as_ref().clone()
+    } else {
+        all.iter().filter(|t| visibility.tool(t)).cloned().collect()
+    };
+    let servers = snapshot
+        .catalog
+        .servers()
+        .filter(|view| visibility.server(view.name.as_str()))
+        .map(convert::server_status)
+        .collect();
+    proto::WatchEvent {
+        revision: snapshot.catalog.revision(),
+        event: Some(proto::watch_event::Event::Snapshot(proto::Snapshot {
+            tools,
+            servers,
+        })),
     }
 }

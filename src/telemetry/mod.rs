@@ -20,7 +20,15 @@ use tracing_subscriber::{
     EnvFilter, Layer, filter::Targets, layer::SubscriberExt, util::SubscriberInitExt,
 };
 
-use crate::cli::LogFormat;
+/// Log output formats.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// The filter used when `RUST_LOG` is not set.
 const DEFAULT_FILTER: &str = "info,rmcp=warn";

@@ -9,7 +9,7 @@ use std::sync::{
 use rmcp::{RoleClient, service::Peer};
 use tokio::sync::Notify;
 
-use super::stdout_guard::Verdict;
+use super::faults::Faults;
 
 /// The call side of one replica's session. Clones share its in-flight count.
 #[derive(Clone, Debug)]
@@ -18,23 +18,19 @@ pub struct Replica {
     pub(super) peer: Peer<RoleClient>,
     /// Tells the replica's supervisor a call lost its connection, so it checks the session.
     pub(super) suspect: Arc<Notify>,
-    /// Why the transport cut the session's stream, if it did (an over-long result).
-    pub(super) fault: Option<Verdict>,
+    /// What the transport tells calls about answers that did not come.
+    pub(super) faults: Faults,
     /// Calls sent on this session and not yet answered.
     in_flight: Arc<AtomicUsize>,
 }
 
 impl Replica {
     /// A replica with no calls in flight.
-    pub(super) fn new(
-        peer: Peer<RoleClient>,
-        suspect: Arc<Notify>,
-        fault: Option<Verdict>,
-    ) -> Self {
+    pub(super) fn new(peer: Peer<RoleClient>, suspect: Arc<Notify>, faults: Faults) -> Self {
         Self {
             peer,
             suspect,
-            fault,
+            faults,
             in_flight: Arc::default(),
         }
     }

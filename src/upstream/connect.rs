@@ -1,4 +1,4 @@
-//! Setting up a session on each transport: a spawned process over stdio, streamable HTTP with
+//! Starting a session on each transport: a spawned process over stdio, streamable HTTP with
 //! rmcp's client, or legacy SSE with ours; a bare `url` is probed first. All of start-up,
 //! including the first tools/list, runs within the server's `init_timeout`.
 
@@ -16,112 +16,121 @@ use tokio::sync::Notify;
 use url::Url;
 
 use super::{
-    UpstreamError,
     detect::{Detected, detect},
+    faults::Faults,
     handler::Handler,
-    http, listing,
-    process::{self, ChildProcess, StderrTail},
-    session::{EXIT_REPORT_WAIT, STOP_GRACE, Session, Started, with_tail},
-    sse,
+    http,
+    process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
+    session::Session,
+    sse, tools_list,
     traced_http::TracedClient,
 };
-use crate::domain::config::{HttpMode, HttpSpec, ServerSpec, StdioSpec, TransportSpec};
+use crate::domain::{
+    config::{HttpMode, HttpSpec, ServerSpec, StdioSpec, TransportSpec},
+    outcome::{StartError, StartFailure},
+    state::Transport,
+    tool::ToolSpec,
+};
 
-/// Starts a session on the server's transport.
-pub async fn start(spec: &ServerSpec) -> Result<Started, UpstreamError> {
+/// A session, and the tools its server offered at start-up.
+pub type Started = (Session, Vec<ToolSpec>);
+
+/// Starts the server (or connects to it), initializes a session and lists its tools, all within
+/// the server's `init_timeout`. A failure stops whatever was started.
+pub async fn start(spec: &ServerSpec) -> Result<Started, StartError> {
     match &spec.transport {
         TransportSpec::Stdio(stdio) => start_stdio(spec, stdio).await,
         TransportSpec::Http(http) => {
             match tokio::time::timeout(spec.init_timeout, start_http(spec, http)).await {
-                Ok(started) => started,
-                Err(_) => Err(UpstreamError::InitTimeout {
-                    after: spec.init_timeout,
-                    stderr: None,
-                }),
+                Ok(started) => started.map_err(StartError::from),
+                Err(_) => Err(StartFailure::InitTimeout(spec.init_timeout).into()),
             }
         }
     }
 }
 
-async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, UpstreamError> {
+async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, StartError> {
     let (mut child, pipes) = process::spawn(&spec.name, stdio, spec.max_result_bytes)?;
-    let tail = child.stderr_tail();
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
     let startup = async {
         let service = tokio::select! {
             service = handler.serve((pipes.stdout, pipes.stdin)) => service
-                .map_err(|e| format!("initialize failed: {e}"))?,
-            exit = child.wait() => return Err(format!("{exit} during initialize")),
+                .map_err(|e| StartFailure::Initialize(http::explain(&e)))?,
+            exit = child.wait() => return Err(StartFailure::ExitedDuringInitialize(exit)),
         };
-        let tools = listing::list_tools(service.peer()).await?;
-        Ok::<_, String>((service, tools))
+        let tools = tools_list::list_tools(service.peer())
+            .await
+            .map_err(StartFailure::Listing)?;
+        Ok((service, tools))
     };
     match tokio::time::timeout(spec.init_timeout, startup).await {
         Ok(Ok((service, tools))) => {
-            let fault = Some(child.stdout_verdict());
-            let session = Session::new(service, Some(child), tools_changed, "stdio", fault);
+            let faults = Faults {
+                stream: child.stdout_verdict(),
+                ..Faults::default()
+            };
+            let session = Session::new(
+                service,
+                Some(child),
+                tools_changed,
+                Transport::Stdio,
+                faults,
+            );
             Ok((session, tools))
         }
-        Ok(Err(reason)) => Err(fail(child, &tail, reason).await),
+        Ok(Err(failure)) => Err(fail(child, failure).await),
         Err(_) => {
+            let stderr = child.stderr_tail().summary();
             child.stop(STOP_GRACE).await;
-            Err(UpstreamError::InitTimeout {
-                after: spec.init_timeout,
-                stderr: tail.summary(),
+            Err(StartError {
+                failure: StartFailure::InitTimeout(spec.init_timeout),
+                exit: None,
+                stderr,
             })
         }
     }
 }
 
-/// A start-up failure: waits briefly for the exit status, stops the process, and explains.
-async fn fail(mut child: ChildProcess, tail: &StderrTail, reason: String) -> UpstreamError {
-    if let Some(fault) = child.stdout_fault() {
-        child.stop(STOP_GRACE).await;
-        return UpstreamError::Startup(fault);
-    }
-    let exit = tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await;
-    child.stop(STOP_GRACE).await;
-    let reason = match exit {
-        Ok(exit) if !reason.starts_with(&exit) => format!("{reason}; the server {exit}"),
-        _ => reason,
+/// A start-up failure of a process: waits briefly for its exit status, stops it, and says what
+/// it showed (a cut stream is the reason itself).
+async fn fail(mut child: ChildProcess, failure: StartFailure) -> StartError {
+    let failure = match child.stdout_fault() {
+        Some(fault) => StartFailure::Stream(fault),
+        None => failure,
     };
-    UpstreamError::Startup(with_tail(reason, Some(tail)))
+    let exit = match &failure {
+        // The failure is the exit (or a stream cut): no news in how it ended.
+        StartFailure::ExitedDuringInitialize(_) | StartFailure::Stream(_) => None,
+        _ => child.exit_within(EXIT_REPORT_WAIT).await,
+    };
+    let stderr = child.stderr_tail().summary();
+    child.stop(STOP_GRACE).await;
+    StartError {
+        failure,
+        exit,
+        stderr,
+    }
 }
 
-async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, UpstreamError> {
-    let url = Url::parse(&http.url).map_err(|e| UpstreamError::Startup(format!("bad url: {e}")))?;
-    let client = http::client().map_err(UpstreamError::Startup)?;
-    let headers = http::headers(&http.headers).map_err(UpstreamError::Startup)?;
+async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, StartFailure> {
+    let url = Url::parse(&http.url).map_err(|e| StartFailure::BadUrl(e.to_string()))?;
+    let client = http::client()?;
+    let headers = http::headers(&http.headers)?;
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
     let server = spec.name.to_string();
+    let max = spec.max_result_bytes;
     let mode = match http.mode {
-        HttpMode::Auto => detect(
-            &client,
-            &url,
-            &headers,
-            handler.get_info(),
-            server,
-            spec.max_result_bytes,
-        )
-        .await
-        .map_err(UpstreamError::Startup)?,
+        HttpMode::Auto => detect(&client, &url, &headers, handler.get_info(), server, max).await?,
         HttpMode::StreamableHttp => Detected::StreamableHttp,
         HttpMode::Sse => Detected::Sse(Box::new(
-            sse::connect(
-                client.clone(),
-                &url,
-                headers.clone(),
-                server,
-                spec.max_result_bytes,
-            )
-            .await
-            .map_err(UpstreamError::Startup)?,
+            sse::connect(client.clone(), &url, headers.clone(), server, max).await?,
         )),
     };
-    let (service, transport, fault) = match mode {
+    let (service, transport, faults) = match mode {
         Detected::StreamableHttp => {
+            let faults = Faults::default();
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(
                     headers
@@ -131,25 +140,29 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Upstr
                 );
             config.retry_config = Arc::new(resume_policy());
             // A result over the limit ends its call, not the broker's memory.
-            config.max_sse_event_size = spec.max_result_bytes;
-            config.max_json_response_size = spec.max_result_bytes;
-            let transport =
-                StreamableHttpClientTransport::with_client(TracedClient(client), config);
-            (
-                initialize(handler, transport).await?,
-                "streamable-http",
-                None,
-            )
+            config.max_sse_event_size = max;
+            config.max_json_response_size = max;
+            let client = TracedClient::new(client, faults.oversized.clone());
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let service = initialize(handler, transport).await?;
+            (service, Transport::StreamableHttp, faults)
         }
         Detected::Sse(transport) => {
-            let fault = Some(transport.verdict());
-            (initialize(handler, *transport).await?, "sse", fault)
+            let faults = Faults {
+                stream: transport.verdict(),
+                ..Faults::default()
+            };
+            (
+                initialize(handler, *transport).await?,
+                Transport::Sse,
+                faults,
+            )
         }
     };
-    let tools = listing::list_tools(service.peer())
+    let tools = tools_list::list_tools(service.peer())
         .await
-        .map_err(UpstreamError::Startup)?;
-    let session = Session::new(service, None, tools_changed, transport, fault);
+        .map_err(StartFailure::Listing)?;
+    let session = Session::new(service, None, tools_changed, transport, faults);
     Ok((session, tools))
 }
 
@@ -164,11 +177,11 @@ fn resume_policy() -> ExponentialBackoff {
     policy
 }
 
-/// The MCP handshake over an HTTP transport, its failure explained.
+/// The MCP handshake over an HTTP transport.
 async fn initialize<T, E, A>(
     handler: Handler,
     transport: T,
-) -> Result<RunningService<RoleClient, Handler>, UpstreamError>
+) -> Result<RunningService<RoleClient, Handler>, StartFailure>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -176,5 +189,5 @@ where
     handler
         .serve(transport)
         .await
-        .map_err(|e| UpstreamError::Startup(format!("initialize failed: {}", http::explain(&e))))
+        .map_err(|e| StartFailure::Initialize(http::explain(&e)))
 }

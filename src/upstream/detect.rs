@@ -9,9 +9,10 @@ use rmcp::model::{
 use url::Url;
 
 use super::{
-    http::{explain, explain_status},
+    http::explain,
     sse::{self, SseTransport},
 };
+use crate::domain::outcome::StartFailure;
 
 /// What the URL turned out to be.
 pub enum Detected {
@@ -29,7 +30,7 @@ pub async fn detect(
     info: ClientConfig,
     server: String,
     max_event: usize,
-) -> Result<Detected, String> {
+) -> Result<Detected, StartFailure> {
     let probe = ClientJsonRpcMessage::request(
         ClientRequest::InitializeRequest(InitializeRequest::new(info)),
         NumberOrString::Number(0),
@@ -44,7 +45,7 @@ pub async fn detect(
         .json(&probe)
         .send()
         .await
-        .map_err(|e| explain(&e))?;
+        .map_err(|e| StartFailure::Unreachable(explain(&e)))?;
     let status = response.status();
     match status {
         s if s.is_success() => {
@@ -55,21 +56,18 @@ pub async fn detect(
         StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
             match sse::connect(client.clone(), url, headers.clone(), server, max_event).await {
                 Ok(transport) => Ok(Detected::Sse(Box::new(transport))),
-                Err(sse_error) => Err(format!(
-                    "the URL serves neither MCP transport: POST initialize answered HTTP {status} \
-                     (not streamable HTTP), and as legacy SSE: {sse_error}"
-                )),
+                Err(sse_error) => Err(StartFailure::NeitherTransport {
+                    status,
+                    sse: Box::new(sse_error),
+                }),
             }
         }
-        other => Err(format!(
-            "POST initialize answered {}",
-            explain_status(other)
-        )),
+        other => Err(StartFailure::ProbeRefused(other)),
     }
 }
 
 /// A streamable HTTP server answers `initialize` with JSON or an event stream, not a web page.
-fn speaks_mcp(headers: &HeaderMap) -> Result<(), String> {
+fn speaks_mcp(headers: &HeaderMap) -> Result<(), StartFailure> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -78,9 +76,9 @@ fn speaks_mcp(headers: &HeaderMap) -> Result<(), String> {
     {
         Ok(())
     } else {
-        Err(format!(
-            "the URL answered initialize with {content_type:?}, not MCP (JSON or an event stream)"
-        ))
+        Err(StartFailure::NotMcp {
+            content_type: content_type.to_owned(),
+        })
     }
 }
 

@@ -2,20 +2,19 @@
 //! them: new servers start, removed ones stop, changed ones restart, the rest are left alone
 //! with their sessions and in-flight calls.
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::supervisor::{Supervisor, initial_condition};
-use crate::{
-    broker::Broker,
-    domain::{
-        catalog::ServerPolicy,
-        config::ServerSpec,
-        names::ServerName,
-        reload::{Plan, plan},
-    },
+use super::{Reporter, supervisor::Supervisor};
+use crate::domain::{
+    config::ServerSpec,
+    names::ServerName,
+    reload::{Plan, plan},
 };
 
 /// How long a supervisor gets to close its session before it is abandoned (its process group
@@ -24,30 +23,22 @@ const STOP_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Every configured server's supervisor.
 pub struct Fleet {
-    broker: Broker,
-    running: Vec<Running>,
+    reporter: Arc<dyn Reporter>,
+    running: Vec<Supervised>,
 }
 
-struct Running {
+/// A server and the supervisor task that runs it.
+struct Supervised {
     spec: ServerSpec,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
-/// The broker's view of a server's settings.
-pub fn policy(spec: &ServerSpec) -> ServerPolicy {
-    ServerPolicy {
-        name: spec.name.clone(),
-        prefix: spec.prefix.clone(),
-        allow: spec.tools.clone(),
-    }
-}
-
 impl Fleet {
-    /// Starts a supervisor for every server (already known to `broker`).
-    pub fn start(broker: Broker, specs: Vec<ServerSpec>) -> Self {
+    /// Starts a supervisor for every server (already known to `reporter`).
+    pub fn start(reporter: Arc<dyn Reporter>, specs: Vec<ServerSpec>) -> Self {
         let mut fleet = Fleet {
-            broker,
+            reporter,
             running: Vec::new(),
         };
         for spec in specs {
@@ -58,16 +49,16 @@ impl Fleet {
 
     fn launch(&mut self, spec: ServerSpec) {
         let stop = CancellationToken::new();
-        let supervisor = Supervisor::new(spec.clone(), self.broker.clone(), stop.clone());
+        let supervisor = Supervisor::new(spec.clone(), self.reporter.clone(), stop.clone());
         let task = tokio::spawn(supervisor.run());
-        self.running.push(Running { spec, stop, task });
+        self.running.push(Supervised { spec, stop, task });
     }
 
     /// Applies a new list of servers and says what changed.
     pub async fn reconfigure(&mut self, specs: Vec<ServerSpec>) -> Plan {
         let current: Vec<ServerSpec> = self.running.iter().map(|r| r.spec.clone()).collect();
         let plan = plan(&current, &specs);
-        let leaving: Vec<Running> = {
+        let leaving: Vec<Supervised> = {
             let (leaving, staying) = std::mem::take(&mut self.running)
                 .into_iter()
                 .partition(|r| {
@@ -77,10 +68,11 @@ impl Fleet {
             leaving
         };
         stop_all(leaving).await;
-        self.broker.configure(
+        let now = SystemTime::now();
+        self.reporter.configure(
             specs
                 .iter()
-                .map(|spec| (policy(spec), initial_condition(spec)))
+                .map(|spec| (spec.policy(), spec.initial_condition(now)))
                 .collect(),
         );
         let mut staying = std::mem::take(&mut self.running);
@@ -105,7 +97,7 @@ impl Fleet {
 }
 
 /// Tells supervisors to stop and waits for them together, each at most `STOP_DEADLINE`.
-async fn stop_all(running: Vec<Running>) {
+async fn stop_all(running: Vec<Supervised>) {
     for server in &running {
         server.stop.cancel();
     }

@@ -7,7 +7,13 @@ use std::{error::Error, sync::Once};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use secrecy::ExposeSecret;
 
-use crate::domain::config::Secrets;
+use crate::{
+    domain::{
+        config::Secrets,
+        outcome::{StartFailure, TransportFailure},
+    },
+    foreign_errors,
+};
 
 /// Makes ring the process's TLS provider (reqwest and the OTLP exporter use the default one).
 pub fn install_tls_provider() {
@@ -19,68 +25,57 @@ pub fn install_tls_provider() {
 }
 
 /// The HTTP client for one server. TLS uses ring and the platform's root certificates.
-pub fn client() -> Result<reqwest::Client, String> {
+pub fn client() -> Result<reqwest::Client, StartFailure> {
     install_tls_provider();
     reqwest::Client::builder()
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {}", explain(&e)))
+        .map_err(|e| StartFailure::HttpClient(explain(&e)))
 }
 
 /// The configured headers, their values marked sensitive so that no Debug output shows them.
-pub fn headers(configured: &Secrets) -> Result<HeaderMap, String> {
+pub fn headers(configured: &Secrets) -> Result<HeaderMap, StartFailure> {
     let mut map = HeaderMap::with_capacity(configured.len());
     for (name, value) in configured {
         let name = HeaderName::try_from(name.as_str())
-            .map_err(|_| format!("header name {name:?} is not valid in HTTP"))?;
+            .map_err(|_| StartFailure::BadHeaderName(name.clone()))?;
         let mut value = HeaderValue::try_from(value.expose_secret())
-            .map_err(|_| format!("the value of header {name} is not valid in HTTP"))?;
+            .map_err(|_| StartFailure::BadHeaderValue(name.to_string()))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
     Ok(map)
 }
 
-/// A refusal by HTTP status, with a hint for the statuses users can fix.
-pub fn explain_status(status: StatusCode) -> String {
-    match status {
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => format!(
-            "HTTP {status}: the server refused the credentials; a header or token is probably \
-             missing or wrong (set it under `headers`, e.g. Authorization: \"Bearer ${{TOKEN}}\")"
-        ),
-        _ => format!("HTTP {status}"),
-    }
-}
-
-/// Explains an HTTP failure by what is found along its chain of causes: a refused connection, a
-/// DNS failure, a TLS failure, or an authorization refusal. Anything else reads as the chain.
-pub fn explain(error: &(dyn Error + 'static)) -> String {
+/// Explains an HTTP failure by what is found along its chain of causes: a TLS failure, an
+/// HTTP status, a refused connection, a DNS failure or a timeout. Anything else reads as the
+/// chain.
+pub fn explain(error: &(dyn Error + 'static)) -> TransportFailure {
     let chain = causes(error);
     if let Some(tls) = chain.iter().find_map(|e| e.downcast_ref::<rustls::Error>()) {
-        return format!("TLS handshake failed: {tls}");
+        return TransportFailure::Tls(tls.to_string());
     }
     if let Some(status) = chain.iter().find_map(|e| refused_status(*e)) {
-        return explain_status(status);
+        return TransportFailure::Status(status);
     }
-    let text = describe_chain(&chain);
     let refused = chain.iter().any(|e| {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
     });
     if refused {
-        return "connection refused: nothing listens at that address (is the server running?)"
-            .into();
+        return TransportFailure::Refused;
     }
-    if text.contains("dns error") || text.contains("failed to lookup address") {
-        return format!("cannot resolve the host name (DNS): {text}");
+    let text = describe_chain(&chain);
+    if foreign_errors::is_dns_failure(&text) {
+        return TransportFailure::Dns(text);
     }
     let timed_out = chain.iter().any(|e| {
         e.downcast_ref::<reqwest::Error>()
             .is_some_and(reqwest::Error::is_timeout)
     });
     if timed_out {
-        return format!("the request timed out: {text}");
+        return TransportFailure::TimedOut(text);
     }
-    text
+    TransportFailure::Other(text)
 }
 
 /// The chain of causes, looking inside the wrappers that hide them from `source()` (io::Error,
@@ -138,12 +133,6 @@ fn refused_status(error: &(dyn Error + 'static)) -> Option<StatusCode> {
     match error.downcast_ref::<E<reqwest::Error>>()? {
         E::AuthRequired(_) => Some(StatusCode::UNAUTHORIZED),
         E::InsufficientScope(_) => Some(StatusCode::FORBIDDEN),
-        E::UnexpectedServerResponse(text) if text.starts_with("HTTP 401") => {
-            Some(StatusCode::UNAUTHORIZED)
-        }
-        E::UnexpectedServerResponse(text) if text.starts_with("HTTP 403") => {
-            Some(StatusCode::FORBIDDEN)
-        }
-        _ => None,
+        other => foreign_errors::unchallenged_refusal(other),
     }
 }

@@ -21,11 +21,12 @@ use tokio::{
 };
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{
-    UpstreamError,
-    stdout_guard::{StdoutGuard, Verdict},
+use super::{faults::Verdict, stdout_guard::StdoutGuard};
+use crate::domain::{
+    config::StdioSpec,
+    names::ServerName,
+    outcome::{ProcessExit, StartFailure, StreamFault},
 };
-use crate::domain::{config::StdioSpec, names::ServerName};
 
 /// Longest stderr line logged whole; longer ones are cut.
 const MAX_STDERR_LINE: usize = 8 * 1024;
@@ -34,6 +35,10 @@ const TAIL_LINES: usize = 5;
 const TAIL_LINE_CHARS: usize = 240;
 /// How long the stderr reader may take to log the last lines after the process ended.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
+/// How long a server gets to exit by itself once its stdin is closed, and again after SIGTERM.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for an exit status to explain a failure.
+pub const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
 
 /// The pipes the MCP session speaks over.
 pub struct Pipes {
@@ -79,7 +84,7 @@ pub struct ChildProcess {
     stderr: Option<JoinHandle<()>>,
     tail: StderrTail,
     verdict: Verdict,
-    exited: Option<ExitStatus>,
+    exited: Option<ProcessExit>,
 }
 
 /// Starts the server's command with its pipes; stderr is logged from now on.
@@ -87,7 +92,7 @@ pub fn spawn(
     server: &ServerName,
     spec: &StdioSpec,
     max_line: usize,
-) -> Result<(ChildProcess, Pipes), UpstreamError> {
+) -> Result<(ChildProcess, Pipes), StartFailure> {
     let mut command = tokio::process::Command::new(&spec.command);
     command
         .args(&spec.args)
@@ -107,9 +112,10 @@ pub fn spawn(
     // Its own process group, so stopping it also stops what it started (npx → node → server).
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
-    let mut child = wrapped.spawn().map_err(|source| UpstreamError::Spawn {
+    let mut child = wrapped.spawn().map_err(|source| StartFailure::Spawn {
         command: spec.command.clone(),
-        source,
+        kind: source.kind(),
+        detail: source.to_string(),
     })?;
     let group = child
         .id()
@@ -230,8 +236,8 @@ impl ChildProcess {
     }
 
     /// Why its stdout was cut off, if it was.
-    pub fn stdout_fault(&self) -> Option<String> {
-        self.verdict.reason()
+    pub fn stdout_fault(&self) -> Option<StreamFault> {
+        self.verdict.fault()
     }
 
     /// The verdict of its stdout guard, to look at later.
@@ -240,38 +246,46 @@ impl ChildProcess {
     }
 
     /// Waits until the process exits and says how it ended. Cancel-safe.
-    pub async fn wait(&mut self) -> String {
-        if let Some(status) = self.exited {
-            return describe_exit(status);
+    pub async fn wait(&mut self) -> ProcessExit {
+        if let Some(exit) = &self.exited {
+            return exit.clone();
         }
-        match self.child.wait().await {
-            Ok(status) => {
-                self.exited = Some(status);
-                describe_exit(status)
-            }
-            Err(e) => format!("could not be waited for: {e}"),
-        }
+        let exit = match self.child.wait().await {
+            Ok(status) => describe_exit(status),
+            Err(e) => return ProcessExit::Unwaitable(e.to_string()),
+        };
+        self.exited = Some(exit.clone());
+        exit
+    }
+
+    /// How it ended, if it has ended within `wait` from now (to explain a failure).
+    pub async fn exit_within(&mut self, wait: Duration) -> Option<ProcessExit> {
+        tokio::time::timeout(wait, self.wait()).await.ok()
     }
 
     /// Stops the process once its stdin is closed: waits `grace` for it to exit, then sends
     /// SIGTERM to its group, waits again, then SIGKILL. Always ends by killing what is left of
     /// the group, so no grandchild outlives it. Returns how it ended.
-    pub async fn stop(mut self, grace: Duration) -> String {
-        let mut ended = tokio::time::timeout(grace, self.wait()).await.ok();
-        if ended.is_none() {
-            self.signal_group(Signal::SIGTERM);
-            ended = tokio::time::timeout(grace, self.wait()).await.ok();
-        }
-        if ended.is_none() {
-            self.signal_group(Signal::SIGKILL);
-            ended = Some(self.wait().await);
-        }
+    pub async fn stop(mut self, grace: Duration) -> ProcessExit {
+        let exit = match self.exit_within(grace).await {
+            Some(exit) => exit,
+            None => {
+                self.signal_group(Signal::SIGTERM);
+                match self.exit_within(grace).await {
+                    Some(exit) => exit,
+                    None => {
+                        self.signal_group(Signal::SIGKILL);
+                        self.wait().await
+                    }
+                }
+            }
+        };
         self.signal_group(Signal::SIGKILL);
         if let Some(reader) = self.stderr.take() {
             let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
         }
         self.group = None;
-        ended.unwrap_or_default()
+        exit
     }
 
     fn signal_group(&self, signal: Signal) {
@@ -292,13 +306,13 @@ impl Drop for ChildProcess {
     }
 }
 
-/// "exited with status 3" / "was killed by signal 9".
-pub fn describe_exit(status: ExitStatus) -> String {
+/// How an exit status ended the process.
+pub fn describe_exit(status: ExitStatus) -> ProcessExit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
-        (None, None) => format!("ended ({status})"),
+        (Some(code), _) => ProcessExit::Status(code),
+        (None, Some(signal)) => ProcessExit::Signal(signal),
+        (None, None) => ProcessExit::Other(status.to_string()),
     }
 }
 

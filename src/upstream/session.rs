@@ -1,5 +1,5 @@
-//! One MCP session with one server: start-up (spawn, initialize, first tools/list) under the
-//! init timeout, watching for its end, and an orderly close.
+//! One MCP session with one server, once started (see `connect`): watching for its end, pinging
+//! it, listing its tools again, and an orderly close.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,24 +11,20 @@ use rmcp::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
-    UpstreamError,
     balance::Replica,
-    calls::Link,
-    connect,
+    faults::Faults,
+    handle::Link,
     handler::Handler,
-    http, listing,
-    process::{ChildProcess, StderrTail},
-    stdout_guard::Verdict,
+    http,
+    process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
+    tools_list,
 };
 use crate::domain::{
     config::{ServerSpec, TransportSpec},
+    outcome::{ListingFailure, PeerInfo, ProcessExit, SessionEnd, SessionLoss},
+    state::Transport,
     tool::ToolSpec,
 };
-
-/// How long a server gets to exit by itself once its stdin is closed, and again after SIGTERM.
-pub(super) const STOP_GRACE: Duration = Duration::from_secs(2);
-/// How long to wait for an exit status to explain a failure.
-pub(super) const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
 
 /// A connected server.
 pub struct Session {
@@ -39,37 +35,28 @@ pub struct Session {
     pub tools_changed: Arc<Notify>,
     /// Signalled when a call lost its connection: the supervisor checks the session is alive.
     pub suspect: Arc<Notify>,
-    /// Who the server said it is, e.g. `demo 0.1.0, MCP 2025-11-25`.
-    pub description: String,
-    /// The transport in use: "stdio", "streamable-http" or "sse".
-    pub transport: &'static str,
-    /// Why the transport cut its stream, if it did (stdout garbage, an over-long result).
-    fault: Option<Verdict>,
+    /// Who the server said it is.
+    pub peer_info: PeerInfo,
+    /// The transport in use (never `Auto`: detection is done).
+    pub transport: Transport,
+    /// What the transport tells calls about answers that did not come.
+    faults: Faults,
 }
 
 /// How rmcp's session loop ended.
 type ServiceEnd = Result<QuitReason, tokio::task::JoinError>;
 
-/// A session, and the tools its server offered at start-up.
-pub type Started = (Session, Vec<ToolSpec>);
-
 impl Session {
-    /// Starts the server and initializes a session, then lists its tools; all within the
-    /// server's `init_timeout`. A failure stops whatever was started.
-    pub async fn start(spec: &ServerSpec) -> Result<Started, UpstreamError> {
-        connect::start(spec).await
-    }
-
     /// A session over a running rmcp service; `child` is the server process for stdio.
     pub(super) fn new(
         service: RunningService<RoleClient, Handler>,
         child: Option<ChildProcess>,
         tools_changed: Arc<Notify>,
-        transport: &'static str,
-        fault: Option<Verdict>,
+        transport: Transport,
+        faults: Faults,
     ) -> Self {
         let peer = service.peer().clone();
-        let description = describe_peer(&peer);
+        let peer_info = peer_info(&peer);
         let cancel = service.cancellation_token();
         Session {
             peer,
@@ -77,15 +64,15 @@ impl Session {
             child,
             tools_changed,
             suspect: Arc::new(Notify::new()),
-            description,
+            peer_info,
             transport,
-            fault,
+            faults,
         }
     }
 
     /// The call side of this session, for the server's [`Upstream`](super::Upstream).
     pub fn replica(&self) -> Replica {
-        Replica::new(self.peer.clone(), self.suspect.clone(), self.fault.clone())
+        Replica::new(self.peer.clone(), self.suspect.clone(), self.faults.clone())
     }
 
     /// What client spans say about this session's connection.
@@ -97,107 +84,92 @@ impl Session {
             }),
             TransportSpec::Stdio(_) => None,
         };
-        let protocol = self
-            .peer
-            .peer_info()
-            .map(|info| info.protocol_version.to_string())
-            .unwrap_or_default();
         Link {
             network: if address.is_some() { "tcp" } else { "pipe" },
             address,
-            protocol,
+            protocol: self.peer_info.protocol.clone().unwrap_or_default(),
         }
     }
 
-    /// Checks the server still answers. A JSON-RPC error is an answer too.
-    pub async fn ping(&self, timeout: Duration) -> Result<(), String> {
+    /// Checks the server still answers; a JSON-RPC error is an answer too. The error says why
+    /// the session counts as ended.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), SessionEnd> {
         let ping = ClientRequest::PingRequest(Default::default());
         match tokio::time::timeout(timeout, self.peer.send_request(ping)).await {
             Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
-            Ok(Err(error)) => Err(format!("did not answer a ping: {}", http::explain(&error))),
-            Err(_) => Err(format!(
-                "did not answer a ping within {}",
-                humantime::format_duration(timeout)
-            )),
+            Ok(Err(error)) => Err(SessionEnd::PingFailed(http::explain(&error))),
+            Err(_) => Err(SessionEnd::PingUnanswered(timeout)),
         }
     }
 
     /// Lists the tools again (after `tools/list_changed`).
-    pub async fn list_tools(&self) -> Result<Vec<ToolSpec>, String> {
-        listing::list_tools(&self.peer).await
+    pub async fn list_tools(&self) -> Result<Vec<ToolSpec>, ListingFailure> {
+        tools_list::list_tools(&self.peer).await
     }
 
-    /// Waits until the session ends by itself (the process exits, a pipe closes) and says
-    /// why. Cancel-safe.
-    pub async fn ended(&mut self) -> String {
+    /// Waits until the session ends by itself (the process exits, a pipe or stream closes) and
+    /// says why. Cancel-safe.
+    pub async fn ended(&mut self) -> SessionLoss {
         let service_end = async {
             match &mut self.service {
                 Some((_, task)) => match task.await {
-                    Ok(Ok(QuitReason::Closed)) => "closed the connection".to_owned(),
-                    Ok(Ok(reason)) => format!("the session ended ({reason:?})"),
-                    Ok(Err(e)) | Err(e) => format!("the session task failed: {e}"),
+                    Ok(Ok(QuitReason::Closed)) => SessionEnd::Closed,
+                    Ok(Ok(reason)) => SessionEnd::Ended(format!("{reason:?}")),
+                    Ok(Err(e)) | Err(e) => SessionEnd::TaskFailed(e.to_string()),
                 },
                 None => std::future::pending().await,
             }
         };
         let child_exit = async {
             match &mut self.child {
-                Some(child) => child.wait().await,
+                Some(child) => SessionEnd::Exited(child.wait().await),
                 None => std::future::pending().await,
             }
         };
-        let why = tokio::select! {
-            why = child_exit => why,
-            why = service_end => why,
+        let end = tokio::select! {
+            end = child_exit => end,
+            end = service_end => end,
         };
         self.service = None;
-        // A server that wrote garbage to stdout had its stream cut: that is the reason.
-        if let Some(fault) = self.child.as_ref().and_then(ChildProcess::stdout_fault) {
-            return fault;
-        }
-        // A pipe usually closes because the process exited: say how, if it does so promptly.
-        let why = match &mut self.child {
-            Some(child) => match tokio::time::timeout(EXIT_REPORT_WAIT, child.wait()).await {
-                Ok(exit) => exit,
-                Err(_) => why,
-            },
-            None => why,
+        let Some(child) = &mut self.child else {
+            return SessionLoss { end, stderr: None };
         };
-        let tail = self.child.as_ref().map(ChildProcess::stderr_tail);
-        with_tail(why, tail.as_ref())
+        let end = match child.stdout_fault() {
+            // A server that wrote garbage to stdout had its stream cut: that is the reason.
+            Some(fault) => SessionEnd::Stream(fault),
+            // A pipe usually closes because the process exited: say how, if it does so promptly.
+            None => match child.exit_within(EXIT_REPORT_WAIT).await {
+                Some(exit) => SessionEnd::Exited(exit),
+                None => end,
+            },
+        };
+        SessionLoss {
+            end,
+            stderr: child.stderr_tail().summary(),
+        }
     }
 
     /// Closes the session: ends the MCP loop (which closes the server's stdin), then stops the
-    /// process. Returns how the process ended.
-    pub async fn close(mut self) -> String {
+    /// process. Returns how the process ended (stdio).
+    pub async fn close(mut self) -> Option<ProcessExit> {
         if let Some((cancel, task)) = self.service.take() {
             cancel.cancel();
             let _ = task.await;
         }
-        match self.child.take() {
-            Some(child) => child.stop(STOP_GRACE).await,
-            None => String::new(),
-        }
+        Some(self.child.take()?.stop(STOP_GRACE).await)
     }
 }
 
-pub(super) fn with_tail(reason: String, tail: Option<&StderrTail>) -> String {
-    match tail.and_then(StderrTail::summary) {
-        Some(tail) => format!("{reason}; stderr: {tail}"),
-        None => reason,
-    }
-}
-
-fn describe_peer(peer: &Peer<RoleClient>) -> String {
+/// Who the server said it is at initialize.
+fn peer_info(peer: &Peer<RoleClient>) -> PeerInfo {
     let Some(info) = peer.peer_info() else {
-        return "connected".into();
+        return PeerInfo::default();
     };
-    let version = &info.protocol_version;
-    match &info.server_info {
-        Some(server) => format!(
-            "connected to {} {} (MCP {version})",
-            server.name, server.version
-        ),
-        None => format!("connected (MCP {version})"),
+    PeerInfo {
+        server: info
+            .server_info
+            .as_ref()
+            .map(|server| (server.name.clone(), server.version.clone())),
+        protocol: Some(info.protocol_version.to_string()),
     }
 }

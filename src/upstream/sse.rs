@@ -16,11 +16,11 @@ use sse_stream::{Sse, SseStream};
 use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
-use super::{
-    http::{explain, explain_status},
-    stdout_guard::{Fault, Verdict},
+use super::{faults::Verdict, http::explain};
+use crate::{
+    domain::outcome::{StartFailure, StreamFault, TransportFailure},
+    telemetry::context::TraceHeaders,
 };
-use crate::telemetry::context::TraceHeaders;
 use rmcp::model::GetMeta as _;
 
 /// Messages read from the stream but not yet taken by rmcp.
@@ -31,10 +31,10 @@ const INCOMING_BUFFER: usize = 64;
 pub enum SseError {
     /// The request could not be made.
     #[error("{0}")]
-    Request(String),
+    Request(TransportFailure),
     /// The server refused it.
     #[error("the endpoint answered {0}")]
-    Status(String),
+    Status(TransportFailure),
 }
 
 /// A connected legacy SSE session.
@@ -74,8 +74,10 @@ where
             None => pending + chunk.len(),
         };
         if pending > max {
-            verdict.set(Fault::TooLong(max));
-            return Err(std::io::Error::other(Fault::TooLong(max).reason()));
+            let fault = StreamFault::TooLong(max);
+            let error = std::io::Error::other(format!("the server {fault}"));
+            verdict.set(fault);
+            return Err(error);
         }
         Ok(chunk)
     })
@@ -98,7 +100,7 @@ pub async fn connect(
     headers: HeaderMap,
     server: String,
     max_event: usize,
-) -> Result<SseTransport, String> {
+) -> Result<SseTransport, StartFailure> {
     let response = client
         .get(url.clone())
         .headers(headers.clone())
@@ -108,19 +110,23 @@ pub async fn connect(
         )
         .send()
         .await
-        .map_err(|e| explain(&e))?;
+        .map_err(|e| StartFailure::Unreachable(explain(&e)))?;
     let status = response.status();
     if !status.is_success() {
-        return Err(format!("GET {url} answered {}", explain_status(status)));
+        return Err(StartFailure::SseRefused {
+            url: url.to_string(),
+            status,
+        });
     }
     let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
     if !content_type
         .as_ref()
         .is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"))
     {
-        return Err(format!(
-            "GET {url} did not answer with an event stream ({content_type:?})"
-        ));
+        return Err(StartFailure::NotEventStream {
+            url: url.to_string(),
+            content_type: content_type.map(|ct| String::from_utf8_lossy(ct.as_bytes()).into()),
+        });
     }
     let verdict = Verdict::default();
     let body = bounded(response.bytes_stream(), max_event, verdict.clone());
@@ -143,9 +149,9 @@ pub async fn connect(
 pub enum SseEvent {
     /// `endpoint`: where to POST, resolved against the stream's URL and checked to be on its
     /// origin (so a server cannot have our headers sent elsewhere).
-    Endpoint(Result<Url, String>),
+    Endpoint(Result<Url, StartFailure>),
     /// `message` (or an unnamed event): a JSON-RPC message from the server.
-    Message(Result<Box<RxJsonRpcMessage<RoleClient>>, String>),
+    Message(Result<Box<RxJsonRpcMessage<RoleClient>>, serde_json::Error>),
     /// Anything else (comments, pings, unknown event names): ignored.
     Other,
 }
@@ -156,20 +162,21 @@ pub fn read_event(event: Sse, base: &Url) -> SseEvent {
     match event.event.as_deref() {
         Some("endpoint") => SseEvent::Endpoint(
             base.join(data.trim())
-                .map_err(|e| format!("the endpoint event {data:?} is not a URL: {e}"))
+                .map_err(|e| StartFailure::EndpointNotUrl {
+                    data: data.clone(),
+                    reason: e.to_string(),
+                })
                 .and_then(|endpoint| {
                     if endpoint.origin() == base.origin() {
                         Ok(endpoint)
                     } else {
-                        Err(format!(
-                            "the endpoint {endpoint} is not on the server's origin"
-                        ))
+                        Err(StartFailure::EndpointElsewhere {
+                            endpoint: endpoint.to_string(),
+                        })
                     }
                 }),
         ),
-        None | Some("message") => {
-            SseEvent::Message(serde_json::from_str(&data).map_err(|e| format!("not JSON-RPC: {e}")))
-        }
+        None | Some("message") => SseEvent::Message(serde_json::from_str(&data)),
         Some(_) => SseEvent::Other,
     }
 }
@@ -189,19 +196,19 @@ pub fn decode_body(body: &[u8], base: &Url) -> Vec<Result<SseEvent, String>> {
 }
 
 /// The POST endpoint from the first `endpoint` event.
-async fn endpoint<S>(events: &mut S, url: &Url) -> Result<Url, String>
+async fn endpoint<S>(events: &mut S, url: &Url) -> Result<Url, StartFailure>
 where
     S: futures::Stream<Item = Result<Sse, sse_stream::Error>> + Unpin,
 {
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| format!("the event stream broke: {e}"))?;
+        let event = event.map_err(|e| StartFailure::EventStreamBroke(e.to_string()))?;
         if let SseEvent::Endpoint(endpoint) = read_event(event, url) {
             return endpoint;
         }
     }
-    Err(format!(
-        "GET {url} ended its event stream without an endpoint event; is this an MCP SSE endpoint?"
-    ))
+    Err(StartFailure::NoEndpoint {
+        url: url.to_string(),
+    })
 }
 
 /// Forwards each message event to rmcp until the stream ends or rmcp stops listening.
@@ -261,7 +268,7 @@ impl Transport<RoleClient> for SseTransport {
             if status.is_success() {
                 Ok(())
             } else {
-                Err(SseError::Status(explain_status(status)))
+                Err(SseError::Status(TransportFailure::Status(status)))
             }
         }
     }

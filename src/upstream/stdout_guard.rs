@@ -6,61 +6,16 @@
 use std::{
     io,
     pin::Pin,
-    sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
 };
 
 use tokio::io::{AsyncRead, ReadBuf};
 
+use super::faults::Verdict;
+use crate::domain::outcome::StreamFault;
+
 /// How much of an offending line is quoted in the status message.
 const QUOTE: usize = 120;
-
-/// Why the guard cut the stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// A line that cannot be JSON-RPC (quoted).
-    NotJsonRpc(String),
-    /// A line longer than the limit (bytes): a result over `limits.max_result_bytes`.
-    TooLong(usize),
-}
-
-impl Fault {
-    /// The fault as a status message.
-    pub fn reason(&self) -> String {
-        match self {
-            Fault::NotJsonRpc(quoted) => format!(
-                "wrote text that is not JSON-RPC to stdout ({quoted:?}); MCP servers must log to stderr"
-            ),
-            Fault::TooLong(limit) => format!(
-                "wrote a message longer than {limit} bytes (limits.max_result_bytes); the session was dropped"
-            ),
-        }
-    }
-}
-
-/// Why the guard ended the stream, once it has.
-#[derive(Debug, Clone, Default)]
-pub struct Verdict(Arc<Mutex<Option<Fault>>>);
-
-impl Verdict {
-    /// The fault, if the stream was cut.
-    pub fn fault(&self) -> Option<Fault> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The fault as a status message, if the stream was cut.
-    pub fn reason(&self) -> Option<String> {
-        self.fault().map(|fault| fault.reason())
-    }
-
-    /// Records why the stream is cut.
-    pub fn set(&self, fault: Fault) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(fault);
-    }
-}
 
 /// Passes bytes through while every line starts (after blanks) with `{` or `[`, as a JSON-RPC
 /// message or batch does; checking the first byte keeps the cost to a scan for newlines.
@@ -117,7 +72,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for StdoutGuard<R> {
         if let Some(fault) = self.verdict.fault() {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                fault.reason(),
+                format!("the server {fault}"),
             )));
         }
         let before = buf.filled().len();
@@ -129,12 +84,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for StdoutGuard<R> {
             return polled;
         };
         let fault = match too_long {
-            Some(limit) => Fault::TooLong(limit),
+            Some(limit) => StreamFault::TooLong(limit),
             None => {
                 let rest = &buf.filled()[before + bad..];
                 let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
                 let quoted = String::from_utf8_lossy(&line[..line.len().min(QUOTE)]);
-                Fault::NotJsonRpc(quoted.trim().to_owned())
+                StreamFault::NotJsonRpc(quoted.trim().to_owned())
             }
         };
         self.verdict.set(fault);
@@ -160,7 +115,7 @@ mod tests {
         let mut guard = StdoutGuard::new(input, 1 << 20, verdict.clone());
         let mut out = Vec::new();
         let result = guard.read_to_end(&mut out).await.map(|_| out);
-        (result, verdict.reason())
+        (result, verdict.fault().map(|f| f.to_string()))
     }
 
     #[tokio::test]
@@ -183,8 +138,7 @@ mod tests {
             out, b"{\"ok\":1}\n",
             "lines before the bad one are delivered"
         );
-        let verdict = verdict.reason();
-        let verdict = verdict.unwrap();
+        let verdict = verdict.fault().unwrap().to_string();
         assert!(verdict.contains("(\"Server listening"), "{verdict}");
         let (out, _) = read_all(b"banner\n").await;
         assert!(out.is_err(), "a bad first line fails the first read");
@@ -197,8 +151,14 @@ mod tests {
         let mut guard = StdoutGuard::new(input, 20, verdict.clone());
         let mut out = Vec::new();
         assert!(guard.read_to_end(&mut out).await.is_err());
-        assert_eq!(verdict.fault(), Some(Fault::TooLong(20)));
-        assert!(verdict.reason().unwrap().contains("longer than 20 bytes"));
+        assert_eq!(verdict.fault(), Some(StreamFault::TooLong(20)));
+        assert!(
+            verdict
+                .fault()
+                .unwrap()
+                .to_string()
+                .contains("longer than 20 bytes")
+        );
     }
 
     #[tokio::test]

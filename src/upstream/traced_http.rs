@@ -1,8 +1,8 @@
 //! rmcp's streamable HTTP client (reqwest), with two additions: a request's trace context,
 //! carried in its `_meta`, is also sent as `traceparent` / `tracestate` / `baggage` headers, for
 //! servers (and proxies) that read the context from HTTP; and an SSE answer over the size limit
-//! becomes an error answer to that request that says so, where rmcp would only say the stream
-//! closed.
+//! is recorded as such on the session's fault channel and ends its call at once with an error
+//! answer, where rmcp would only say the stream closed.
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
@@ -18,11 +18,22 @@ use rmcp::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::sse::trace_of;
+use super::{faults::Oversized, sse::trace_of};
+use crate::foreign_errors;
 
-/// reqwest, plus trace headers on every POST.
+/// reqwest, plus trace headers on every POST and answers over the size limit told apart.
 #[derive(Clone)]
-pub struct TracedClient(pub reqwest::Client);
+pub struct TracedClient {
+    client: reqwest::Client,
+    oversized: Oversized,
+}
+
+impl TracedClient {
+    /// A client whose over-large answers are recorded in `oversized`.
+    pub fn new(client: reqwest::Client, oversized: Oversized) -> Self {
+        Self { client, oversized }
+    }
+}
 
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
 
@@ -39,27 +50,23 @@ fn with_trace(
     headers
 }
 
-/// The start of the message of the error answer that stands for a result over the limit;
-/// `classify` recognises it.
-pub const RESULT_TOO_LARGE: &str = "toolbroker: the SSE answer went over max_result_bytes";
-
-/// Display of rmcp 3.11's (private) `BoundedSseStreamError::EventTooLarge`.
-const EVENT_TOO_LARGE: &str = "SSE event exceeded the maximum size";
-
-/// Turns an answer stream's "event too large" error into an error answer to `id`: rmcp ends the
-/// stream there either way, and the call learns why instead of "stream closed".
+/// Turns an answer stream's "event too large" error into an error answer to `id`, recorded in
+/// `oversized` so that the call reports the size: rmcp ends the stream there either way, and
+/// the call learns why at once instead of waiting for its timeout.
 fn explain_too_large(
     response: Result<StreamableHttpPostResponse>,
     id: Option<RequestId>,
+    oversized: Oversized,
 ) -> Result<StreamableHttpPostResponse> {
     let (stream, session, id) = match (response, id) {
         (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => (stream, session, id),
         (response, _) => return response,
     };
     let stream = stream.map(move |item| match item {
-        Err(SseError::Body(error)) if error.to_string().contains(EVENT_TOO_LARGE) => {
+        Err(error) if foreign_errors::is_sse_event_too_large(&error) => {
+            oversized.insert(id.clone());
             let answer = ServerJsonRpcMessage::error(
-                ErrorData::internal_error(format!("{RESULT_TOO_LARGE} ({error})"), None),
+                ErrorData::internal_error(format!("the answer was cut: {error}"), None),
                 Some(id.clone()),
             );
             let data = serde_json::to_string(&answer).map_err(|e| SseError::Body(Box::new(e)))?;
@@ -88,6 +95,7 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 fn traced_post<'a, Fut>(
     message: ClientJsonRpcMessage,
     custom_headers: HashMap<HeaderName, HeaderValue>,
+    oversized: Oversized,
     post: impl FnOnce(ClientJsonRpcMessage, HashMap<HeaderName, HeaderValue>) -> Fut,
 ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a
 where
@@ -96,7 +104,7 @@ where
     let headers = with_trace(custom_headers, &message);
     let id = request_id(&message);
     let response = post(message, headers);
-    async move { explain_too_large(response.await, id) }
+    async move { explain_too_large(response.await, id, oversized) }
 }
 
 impl StreamableHttpClient for TracedClient {
@@ -110,10 +118,15 @@ impl StreamableHttpClient for TracedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(message, custom_headers, move |message, headers| {
-            self.0
-                .post_message(uri, message, session_id, auth_header, headers)
-        })
+        traced_post(
+            message,
+            custom_headers,
+            self.oversized.clone(),
+            move |message, headers| {
+                self.client
+                    .post_message(uri, message, session_id, auth_header, headers)
+            },
+        )
     }
 
     fn post_message_with_max_sse_event_size(
@@ -125,16 +138,21 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(message, custom_headers, move |message, headers| {
-            self.0.post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                headers,
-                max_sse_event_size,
-            )
-        })
+        traced_post(
+            message,
+            custom_headers,
+            self.oversized.clone(),
+            move |message, headers| {
+                self.client.post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
     }
 
     fn post_message_with_response_limits(
@@ -146,16 +164,21 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(message, custom_headers, move |message, headers| {
-            self.0.post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                headers,
-                limits,
-            )
-        })
+        traced_post(
+            message,
+            custom_headers,
+            self.oversized.clone(),
+            move |message, headers| {
+                self.client.post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    headers,
+                    limits,
+                )
+            },
+        )
     }
 
     fn delete_session(
@@ -165,7 +188,7 @@ impl StreamableHttpClient for TracedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<()>> + Send + '_ {
-        self.0
+        self.client
             .delete_session(uri, session_id, auth_header, custom_headers)
     }
 
@@ -178,7 +201,7 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
-        self.0
+        self.client
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
     }
 
@@ -192,7 +215,7 @@ impl StreamableHttpClient for TracedClient {
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
-        self.0.get_stream_with_max_sse_event_size(
+        self.client.get_stream_with_max_sse_event_size(
             uri,
             session_id,
             last_event_id,

@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use super::*;
-use crate::domain::{names::ToolName, tool::Annotations};
+use crate::domain::{names::ToolName, state::Transport, tool::Annotations};
 
 fn server(name: &str) -> ServerName {
     ServerName::parse(name).unwrap()
@@ -21,7 +21,7 @@ fn condition(state: ServerState, message: &str) -> ServerCondition {
     ServerCondition {
         state,
         message: message.into(),
-        transport: "stdio".into(),
+        transport: Transport::Stdio,
         restarts: 0,
         since: SystemTime::UNIX_EPOCH + Duration::from_secs(1),
     }

@@ -1,37 +1,65 @@
 //! Capacity checks: how many calls a server takes at once and queues, and how many copies of a
 //! stdio server run. Pure.
 
+use std::ops::RangeInclusive;
+
 use super::{
     Concurrency, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_QUEUED_CALLS, DEFAULT_QUEUE_TIMEOUT,
-    DEFAULT_REPLICAS, MAX_REPLICAS, path, raw::RawServer, validate::Checker,
+    DEFAULT_REPLICAS, MAX_CONCURRENT_CALLS, MAX_QUEUED_CALLS, MAX_REPLICAS, path, raw::RawServer,
+    validate::Checker,
 };
 
 impl Checker<'_, '_> {
-    /// How many calls run at once and wait; at least one must be able to run.
+    /// How many calls run at once and wait; at least one must be able to run, and neither
+    /// count may be so large that it stops being a limit.
     pub(super) fn concurrency(&mut self, raw: &mut RawServer, at: &str) -> Concurrency {
-        let max_calls = raw
-            .max_concurrent_calls
-            .take()
-            .map_or(DEFAULT_MAX_CONCURRENT_CALLS, |n| n as usize);
-        if max_calls == 0 {
-            self.error(
-                &path::field(at, "max_concurrent_calls"),
-                "must be at least 1",
-            );
-        }
-        let max_queued = raw
-            .max_queued_calls
-            .take()
-            .map_or(DEFAULT_MAX_QUEUED_CALLS, |n| n as usize);
+        let max_calls = self.count(
+            raw.max_concurrent_calls.take(),
+            DEFAULT_MAX_CONCURRENT_CALLS,
+            1..=MAX_CONCURRENT_CALLS,
+            &path::field(at, "max_concurrent_calls"),
+        );
+        let max_queued = self.count(
+            raw.max_queued_calls.take(),
+            DEFAULT_MAX_QUEUED_CALLS,
+            0..=MAX_QUEUED_CALLS,
+            &path::field(at, "max_queued_calls"),
+        );
         let queue_timeout = self.duration(
             raw.queue_timeout.take(),
             DEFAULT_QUEUE_TIMEOUT,
             &path::field(at, "queue_timeout"),
         );
         Concurrency {
-            max_calls: max_calls.max(1),
+            max_calls,
             max_queued,
             queue_timeout,
+        }
+    }
+
+    /// A count within `range`, or `default` (with an error) when it is outside.
+    fn count(
+        &mut self,
+        raw: Option<u64>,
+        default: usize,
+        range: RangeInclusive<u64>,
+        at: &str,
+    ) -> usize {
+        let Some(count) = raw else {
+            return default;
+        };
+        match usize::try_from(count) {
+            Ok(n) if range.contains(&count) => n,
+            _ => {
+                let (low, high) = (range.start(), range.end());
+                let reason = if count < *low {
+                    format!("must be at least {low}")
+                } else {
+                    format!("must be at most {high}, not {count}")
+                };
+                self.error(at, reason);
+                default
+            }
         }
     }
 

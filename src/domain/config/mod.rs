@@ -18,11 +18,23 @@ pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
 #[cfg(test)]
 mod tests;
 
-use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    fmt,
+    net::SocketAddr,
+    path::PathBuf,
+    time::{Duration, SystemTime},
+};
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{expand::Lookup, names::ServerName, state::Readiness};
+use super::{
+    catalog::ServerPolicy,
+    expand::Lookup,
+    names::ServerName,
+    outcome::Phase,
+    state::{Readiness, ServerCondition, Transport},
+};
 
 /// A call's timeout when the server entry gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,9 +57,20 @@ pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_REPLICAS: usize = 1;
 /// The most copies of one stdio server: each is a process with its own pipes and memory.
 pub const MAX_REPLICAS: usize = 64;
+/// The most calls one server may run at once: more is no longer a limit, and a semaphore
+/// cannot count much higher.
+pub const MAX_CONCURRENT_CALLS: u64 = 100_000;
+/// The most calls one server may queue.
+pub const MAX_QUEUED_CALLS: u64 = 1_000_000;
 /// The longest prefix allowed, leaving room for the tool name within the 64 characters
 /// LLM APIs accept.
 pub const MAX_PREFIX_LEN: usize = 32;
+/// Requests larger than this are refused, when `limits` gives no size (gRPC's usual 4 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
+/// Responses larger than this are refused, when `limits` gives no size.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
+/// A tool result (one stdio line, one HTTP body or event) larger than this ends the call.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 16 << 20;
 
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +147,22 @@ pub struct ServerSpec {
     pub replicas: usize,
 }
 
+impl ServerSpec {
+    /// The condition the server is in before its supervisor has done anything.
+    pub fn initial_condition(&self, now: SystemTime) -> ServerCondition {
+        Phase::Starting.condition(self.transport.kind(), 0, now)
+    }
+
+    /// What the catalog needs to know of this server: its name, prefix and allow-list.
+    pub fn policy(&self) -> ServerPolicy {
+        ServerPolicy {
+            name: self.name.clone(),
+            prefix: self.prefix.clone(),
+            allow: self.tools.clone(),
+        }
+    }
+}
+
 /// How many calls a server takes at once; the rest queue, up to a bound and for a while.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Concurrency {
@@ -173,15 +212,15 @@ pub enum TransportSpec {
 }
 
 impl TransportSpec {
-    /// The configured transport's name: "stdio", "streamable-http", "sse", or "auto" when the
-    /// HTTP flavour is detected on connect (and reported then).
-    pub fn name(&self) -> &'static str {
+    /// The configured transport; `Auto` when the HTTP flavour is detected on connect (and
+    /// reported then).
+    pub fn kind(&self) -> Transport {
         match self {
-            TransportSpec::Stdio(_) => "stdio",
+            TransportSpec::Stdio(_) => Transport::Stdio,
             TransportSpec::Http(http) => match http.mode {
-                HttpMode::Auto => "auto",
-                HttpMode::StreamableHttp => "streamable-http",
-                HttpMode::Sse => "sse",
+                HttpMode::Auto => Transport::Auto,
+                HttpMode::StreamableHttp => Transport::StreamableHttp,
+                HttpMode::Sse => Transport::Sse,
             },
         }
     }

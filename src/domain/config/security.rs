@@ -8,14 +8,10 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{path, validate::Checker};
-
-/// Requests larger than this are refused, when `limits` gives no size (gRPC's usual 4 MiB).
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
-/// Responses larger than this are refused, when `limits` gives no size.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
-/// A tool result (one stdio line, one HTTP body or event) larger than this ends the call.
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 16 << 20;
+use super::{
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, path,
+    validate::Checker,
+};
 
 /// Who may call the broker. With no tokens and no client CA, anyone may.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

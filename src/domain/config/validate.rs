@@ -32,6 +32,8 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     raw::remove_unknown_keys(&mut map, fields, None, "", errors);
     let (top, _) = raw::deserialize_all::<RawTop>(map, "", errors);
     let mut check = Checker { lookup, errors };
+    // First: every server's entry is checked against the result limit it will run with.
+    let limits = check.limits(top.limits);
     let config = Config {
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
@@ -48,13 +50,9 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         auth: check.auth(top.auth),
         tls: check.tls(top.tls),
         reflection: top.reflection.unwrap_or(true),
-        limits: check.limits(top.limits),
-        servers: check.servers(top.servers, top.mcp_servers),
+        servers: check.servers(top.servers, top.mcp_servers, limits.max_result_bytes),
+        limits,
     };
-    let mut config = config;
-    for server in &mut config.servers {
-        server.max_result_bytes = config.limits.max_result_bytes;
-    }
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
         check.error(
             "max_connection_age_grace",
@@ -78,6 +76,19 @@ struct Entry {
     /// The map key, for the map form.
     key: Option<String>,
     value: Value,
+}
+
+impl Entry {
+    /// The path its errors start with: a list item also shows its `name`, so that
+    /// `servers[3] (github).env.TOKEN` says which server without counting entries.
+    fn shown(&self) -> String {
+        match (&self.form, self.value.get("name").and_then(Value::as_str)) {
+            (ServerForm::List, Some(name)) if !name.trim().is_empty() => {
+                format!("{} ({})", self.at, name.escape_debug())
+            }
+            _ => self.at.clone(),
+        }
+    }
 }
 
 /// Carries the lookup and the error list through the checks.
@@ -164,7 +175,12 @@ impl Checker<'_, '_> {
     }
 
     /// The `servers` list (or map) then the `mcpServers` map, checked in file order.
-    fn servers(&mut self, list: Option<Value>, map: Option<Map<String, Value>>) -> Vec<ServerSpec> {
+    fn servers(
+        &mut self,
+        list: Option<Value>,
+        map: Option<Map<String, Value>>,
+        max_result_bytes: usize,
+    ) -> Vec<ServerSpec> {
         let mut entries = Vec::new();
         match list {
             None | Some(Value::Null) => {}
@@ -186,7 +202,7 @@ impl Checker<'_, '_> {
         let mut seen = HashMap::new();
         entries
             .into_iter()
-            .filter_map(|entry| self.server(entry, &mut seen))
+            .filter_map(|entry| self.server(entry, &mut seen, max_result_bytes))
             .collect()
     }
 
@@ -195,9 +211,11 @@ impl Checker<'_, '_> {
         &mut self,
         entry: Entry,
         seen: &mut HashMap<ServerName, String>,
+        max_result_bytes: usize,
     ) -> Option<ServerSpec> {
         let before = self.errors.len();
-        let at = entry.at.as_str();
+        let at = entry.shown();
+        let at = at.as_str();
         let Value::Object(mut map) = entry.value else {
             let reason = format!(
                 "expected a mapping of server fields, found {}",
@@ -235,7 +253,7 @@ impl Checker<'_, '_> {
             init_timeout,
             backoff,
             concurrency,
-            max_result_bytes: super::security::DEFAULT_MAX_RESULT_BYTES,
+            max_result_bytes,
             replicas,
         };
         (self.errors.len() == before).then_some(spec)

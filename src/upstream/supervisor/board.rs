@@ -2,29 +2,27 @@
 //! condition ([`combine`]), the tool list taken from the first replica ready, and a call handle
 //! over the ready ones, all published to the broker.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::SystemTime,
+};
 
-use super::initial_condition;
 use crate::{
-    broker::Broker,
     domain::{
         config::ServerSpec,
         names::ServerName,
+        outcome::Phase,
         replicas::combine,
-        state::{ServerCondition, ServerState},
+        state::{ServerCondition, Transport},
         tool::ToolSpec,
     },
-    upstream::{
-        Upstream,
-        balance::Replica,
-        calls::{Link, Slots},
-    },
+    upstream::{Reporter, Upstream, balance::Replica, handle::Link, slots::Slots},
 };
 
 /// One server's replicas, as last reported.
 pub(super) struct Board {
     name: ServerName,
-    broker: Broker,
+    reporter: Arc<dyn Reporter>,
     /// What every call handle of the server is built with.
     template: Template,
     /// Held only to record a report and publish it; never across an await.
@@ -38,7 +36,7 @@ struct Template {
     /// Shared by all replicas and sessions: `max_concurrent_calls` is per server.
     slots: Arc<Slots>,
     /// The configured transport, for the final STOPPED status.
-    transport: String,
+    transport: Transport,
 }
 
 struct Replicas {
@@ -55,8 +53,8 @@ struct Entry {
 
 impl Board {
     /// A board for `spec`'s replicas, all starting.
-    pub(super) fn new(spec: &ServerSpec, broker: Broker) -> Self {
-        let initial = initial_condition(spec);
+    pub(super) fn new(spec: &ServerSpec, reporter: Arc<dyn Reporter>) -> Self {
+        let initial = spec.initial_condition(SystemTime::now());
         let each = (0..spec.replicas)
             .map(|_| Entry {
                 condition: initial.clone(),
@@ -65,12 +63,12 @@ impl Board {
             .collect();
         Self {
             name: spec.name.clone(),
-            broker,
+            reporter,
             template: Template {
                 timeout: spec.timeout,
                 max_result_bytes: spec.max_result_bytes,
                 slots: Arc::new(Slots::new(spec.concurrency)),
-                transport: initial.transport.clone(),
+                transport: initial.transport,
             },
             replicas: Mutex::new(Replicas {
                 each,
@@ -101,7 +99,7 @@ impl Board {
     ) {
         let mut replicas = self.lock();
         if replicas.each.iter().all(|entry| entry.serving.is_none()) {
-            self.broker.set_tools(&self.name, tools);
+            self.reporter.tools(&self.name, tools);
         }
         replicas.each[index] = Entry {
             condition,
@@ -114,25 +112,20 @@ impl Board {
     pub(super) fn tools(&self, tools: Vec<ToolSpec>) {
         // Under the lock, so that a list and a status reach the broker in the order they came.
         let _order = self.lock();
-        self.broker.set_tools(&self.name, tools);
+        self.reporter.tools(&self.name, tools);
     }
 
     /// Every replica has stopped: the server is STOPPED.
     pub(super) fn stopped(&self) {
         let mut replicas = self.lock();
         let restarts = replicas.each.iter().map(|e| e.condition.restarts).sum();
-        let stopped = ServerCondition {
-            state: ServerState::Stopped,
-            message: "stopped".into(),
-            transport: self.template.transport.clone(),
-            restarts,
-            since: std::time::SystemTime::now(),
-        };
+        let stopped =
+            Phase::Stopped.condition(self.template.transport, restarts, SystemTime::now());
         for entry in &mut replicas.each {
             entry.serving = None;
         }
         replicas.shown = stopped.clone();
-        self.broker.set_condition(&self.name, stopped, None);
+        self.reporter.condition(&self.name, stopped, None);
     }
 
     /// Tells the broker the server's condition and call handle as the replicas now stand.
@@ -154,7 +147,7 @@ impl Board {
             max_result_bytes: self.template.max_result_bytes,
         });
         replicas.shown = combined.clone();
-        self.broker.set_condition(&self.name, combined, upstream);
+        self.reporter.condition(&self.name, combined, upstream);
     }
 
     /// Poisoning is ignored: every critical section leaves the entries whole.

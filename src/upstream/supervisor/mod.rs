@@ -5,47 +5,35 @@
 mod board;
 mod replica;
 
-use std::time::SystemTime;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use self::{board::Board, replica::ReplicaLoop};
-use crate::{
-    broker::Broker,
-    domain::{
-        config::ServerSpec,
-        state::{ServerCondition, ServerState},
-    },
-};
+use super::Reporter;
+use crate::domain::config::ServerSpec;
 
 /// Owns one server's sessions for as long as the server is configured.
 pub struct Supervisor {
     spec: ServerSpec,
-    broker: Broker,
+    reporter: Arc<dyn Reporter>,
     stop: CancellationToken,
 }
 
-/// The condition a server (or one replica) is in before its supervisor has done anything.
-pub fn initial_condition(spec: &ServerSpec) -> ServerCondition {
-    ServerCondition {
-        state: ServerState::Connecting,
-        message: "starting".into(),
-        transport: spec.transport.name().into(),
-        restarts: 0,
-        since: SystemTime::now(),
-    }
-}
-
 impl Supervisor {
-    /// A supervisor that reports to `broker` and stops when `stop` is cancelled.
-    pub fn new(spec: ServerSpec, broker: Broker, stop: CancellationToken) -> Self {
-        Self { spec, broker, stop }
+    /// A supervisor that reports to `reporter` and stops when `stop` is cancelled.
+    pub fn new(spec: ServerSpec, reporter: Arc<dyn Reporter>, stop: CancellationToken) -> Self {
+        Self {
+            spec,
+            reporter,
+            stop,
+        }
     }
 
     /// Runs every replica until `stop` is cancelled; their sessions and processes are closed
     /// before return, and the server is reported STOPPED.
     pub async fn run(self) {
-        let board = Board::new(&self.spec, self.broker);
+        let board = Board::new(&self.spec, self.reporter);
         // Futures of this one task rather than tasks of their own: they end together, when
         // `stop` is cancelled, and share the board without a lock held across an await.
         let replicas = (0..self.spec.replicas)

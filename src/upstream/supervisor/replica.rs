@@ -1,20 +1,21 @@
 //! One replica of a server: start its session, report it ready, follow `tools/list_changed`,
 //! notice when the session dies, and start it again with backoff, until told to stop. What it
-//! sees goes to the server's [`Board`].
+//! sees goes to the server's [`Board`], as a [`Phase`].
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{board::Board, initial_condition};
+use super::board::Board;
 use crate::{
     domain::{
         backoff,
         config::ServerSpec,
-        state::{ServerCondition, ServerState},
+        outcome::{Phase, SessionLoss, Setback},
+        state::Transport,
         tool::ToolSpec,
     },
-    upstream::session::Session,
+    upstream::{connect, session::Session},
 };
 
 /// A session that stayed up this long was healthy: the next failure starts backoff afresh.
@@ -51,57 +52,55 @@ impl<'a> ReplicaLoop<'a> {
         }
     }
 
-    /// Runs until `stop` is cancelled: connect, serve, and after every failure wait (backoff
+    /// Runs until `stop` is cancelled: connect, serve, and after every setback wait (backoff
     /// with jitter) and connect again. The session and its process are closed before return.
     pub(super) async fn run(mut self) {
         let mut attempt = 0;
-        let mut state = ServerState::Connecting;
+        let mut phase = Phase::Starting;
         loop {
-            let message = match state {
-                ServerState::Connecting => "starting".to_owned(),
-                _ => format!("reconnecting (attempt {})", self.restarts),
-            };
-            self.report(state, message);
+            self.report(&phase, self.spec.transport.kind());
             let started = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
-                started = Session::start(self.spec) => started,
+                started = connect::start(self.spec) => started,
             };
-            let failure = match started {
+            let setback = match started {
                 Ok((session, tools)) => {
                     let up = Instant::now();
-                    let Some(why) = self.serve(session, tools).await else {
+                    let Some(loss) = self.serve(session, tools).await else {
                         return;
                     };
                     if up.elapsed() >= STABLE_AFTER {
                         attempt = 0;
                     }
-                    state = ServerState::Reconnecting;
-                    format!("session lost: the server {why}")
+                    Setback::Lost(loss)
                 }
                 Err(error) => {
                     tracing::warn!(server = %self.spec.name, replica = self.index + 1, %error,
                         "server failed to start");
-                    state = ServerState::Failed;
-                    error.to_string()
+                    Setback::StartFailed(error)
                 }
             };
-            if !self.wait_before_restart(state, &failure, attempt).await {
+            if !self.wait_before_restart(setback, attempt).await {
                 return;
             }
             attempt = attempt.saturating_add(1);
             self.restarts += 1;
-            state = ServerState::Reconnecting;
+            phase = Phase::Reconnecting {
+                attempt: self.restarts,
+            };
         }
     }
 
     /// Shows why the replica is down and when it is tried again, then waits; false if told to
     /// stop meanwhile.
-    async fn wait_before_restart(&self, state: ServerState, failure: &str, attempt: u32) -> bool {
+    async fn wait_before_restart(&self, setback: Setback, attempt: u32) -> bool {
         let backoff = self.spec.backoff;
         let delay = backoff::delay(attempt, backoff.initial, backoff.max, fastrand::f64());
-        let retry = humantime::format_duration(Duration::from_millis(delay.as_millis() as u64));
-        self.report(state, format!("{failure}; next attempt in {retry}"));
+        self.report(
+            &Phase::Retrying { setback, delay },
+            self.spec.transport.kind(),
+        );
         tokio::select! {
             biased;
             _ = self.stop.cancelled() => false,
@@ -111,52 +110,58 @@ impl<'a> ReplicaLoop<'a> {
 
     /// Reports a READY session and follows it until it dies (`Some(why)`) or the replica is
     /// told to stop (`None`, after closing the session).
-    async fn serve(&self, mut session: Session, tools: Vec<ToolSpec>) -> Option<String> {
+    async fn serve(&self, mut session: Session, tools: Vec<ToolSpec>) -> Option<SessionLoss> {
         let name = &self.spec.name;
         let replica = self.index + 1;
-        tracing::info!(server = %name, replica, tools = tools.len(), transport = session.transport,
-            "{}", session.description);
-        let mut ready = self.condition(ServerState::Ready, session.description.clone());
-        ready.transport = session.transport.into();
+        let ready = Phase::Ready(session.peer_info.clone());
+        tracing::info!(server = %name, replica, tools = tools.len(),
+            transport = %session.transport, "{ready}");
         let link = session.link(self.spec);
+        let condition = ready.condition(session.transport, self.restarts, SystemTime::now());
         self.board
-            .ready(self.index, ready, session.replica(), link, tools);
+            .ready(self.index, condition, session.replica(), link, tools);
         let tools_changed = session.tools_changed.clone();
         let suspect = session.suspect.clone();
-        let pings = session.transport != "stdio";
+        let pings = session.transport != Transport::Stdio;
         loop {
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => {
-                    let how = session.close().await;
-                    tracing::info!(server = %name, replica, "stopped; the server {how}");
+                    match session.close().await {
+                        Some(exit) => tracing::info!(server = %name, replica, "stopped; the server {exit}"),
+                        None => tracing::info!(server = %name, replica, "stopped"),
+                    }
                     return None;
                 }
-                why = session.ended() => return Some(self.lost(session, why).await),
+                loss = session.ended() => return Some(self.lost(session, loss).await),
                 _ = tools_changed.notified() => self.refresh(&session).await,
                 _ = suspect.notified(), if pings => {
-                    if let Err(why) = session.ping(PING_TIMEOUT).await {
-                        return Some(self.lost(session, why).await);
+                    if let Some(loss) = self.ping(&session).await {
+                        return Some(self.lost(session, loss).await);
                     }
                 }
                 _ = tokio::time::sleep(PING_EVERY), if pings => {
-                    if let Err(why) = session.ping(PING_TIMEOUT).await {
-                        return Some(self.lost(session, why).await);
+                    if let Some(loss) = self.ping(&session).await {
+                        return Some(self.lost(session, loss).await);
                     }
                 }
             }
         }
     }
 
+    /// Pings the server; why the session counts as lost if it does not answer.
+    async fn ping(&self, session: &Session) -> Option<SessionLoss> {
+        let end = session.ping(PING_TIMEOUT).await.err()?;
+        Some(SessionLoss { end, stderr: None })
+    }
+
     /// A dead session: withdraw it at once (calls stop being routed to it, and the server's
     /// tools go if no other replica is ready), then close what is left of it.
-    async fn lost(&self, session: Session, why: String) -> String {
-        let name = &self.spec.name;
-        tracing::warn!(server = %name, replica = self.index + 1, "session lost: the server {why}");
-        let message = format!("session lost: the server {why}");
-        self.report(ServerState::Reconnecting, message);
+    async fn lost(&self, session: Session, loss: SessionLoss) -> SessionLoss {
+        tracing::warn!(server = %self.spec.name, replica = self.index + 1, "session lost: {loss}");
+        self.report(&Phase::Lost(loss.clone()), session.transport);
         session.close().await;
-        why
+        loss
     }
 
     /// Lists the tools again after `tools/list_changed`; on failure the old list stays.
@@ -172,17 +177,9 @@ impl<'a> ReplicaLoop<'a> {
         }
     }
 
-    fn condition(&self, state: ServerState, message: String) -> ServerCondition {
-        ServerCondition {
-            state,
-            message,
-            restarts: self.restarts,
-            ..initial_condition(self.spec)
-        }
-    }
-
-    fn report(&self, state: ServerState, message: String) {
-        self.board
-            .report(self.index, self.condition(state, message));
+    /// Tells the board this replica's phase, over `transport`.
+    fn report(&self, phase: &Phase, transport: Transport) {
+        let condition = phase.condition(transport, self.restarts, SystemTime::now());
+        self.board.report(self.index, condition);
     }
 }

@@ -33,26 +33,26 @@ fn unknown_keys_are_named_with_suggestions() {
             "servers: [{name: a, comand: x}]",
             &[
                 (
-                    "servers[0].comand",
+                    "servers[0] (a).comand",
                     "unknown field; did you mean \"command\"?",
                 ),
-                ("servers[0]", "missing \"command\" (stdio) or \"url\""),
+                ("servers[0] (a)", "missing \"command\" (stdio) or \"url\""),
             ],
         ),
         (
             "servers: [{name: a, command: x, timout: 5s}]",
-            &[("servers[0].timout", "did you mean \"timeout\"?")],
+            &[("servers[0] (a).timout", "did you mean \"timeout\"?")],
         ),
         (
             "servers: [{name: a, command: x, zzz: 1}]",
             &[(
-                "servers[0].zzz",
+                "servers[0] (a).zzz",
                 "unknown field; expected one of: name, transport, command, args",
             )],
         ),
         (
             "servers: [{name: a, command: x, type: stdio}]",
-            &[("servers[0].type", "did you mean \"transport\"?")],
+            &[("servers[0] (a).type", "did you mean \"transport\"?")],
         ),
         (
             "mcpServers: {a: {name: a, command: x}}",
@@ -97,7 +97,7 @@ fn server_identity_errors() {
         (
             "servers: [{name: 'my server', command: x}]",
             &[(
-                "servers[0].name",
+                "servers[0] (my server).name",
                 "invalid server name: \"my server\" contains ' '",
             )],
         ),
@@ -112,15 +112,15 @@ fn server_identity_errors() {
         (
             "servers: [{name: a, command: x}, {name: b, command: y}, {name: a, url: 'http://h'}]",
             &[(
-                "servers[2].name",
-                "duplicate server name \"a\"; first defined at servers[0]",
+                "servers[2] (a).name",
+                "duplicate server name \"a\"; first defined at servers[0] (a)",
             )],
         ),
         (
             "servers: [{name: a, command: x}]\nmcpServers: {a: {command: y}}",
             &[(
                 "mcpServers.a",
-                "duplicate server name \"a\"; first defined at servers[0]",
+                "duplicate server name \"a\"; first defined at servers[0] (a)",
             )],
         ),
     ];
@@ -134,22 +134,25 @@ fn transport_errors() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
             "servers: [{name: a, command: x, url: 'http://h'}]",
-            &[("servers[0]", "not both")],
+            &[("servers[0] (a)", "not both")],
         ),
         (
             "servers: [{name: a}]",
-            &[("servers[0]", "missing \"command\" (stdio) or \"url\"")],
+            &[("servers[0] (a)", "missing \"command\" (stdio) or \"url\"")],
         ),
         (
             "servers: [{name: a, transport: stdio, url: 'http://h'}]",
             &[(
-                "servers[0].transport",
+                "servers[0] (a).transport",
                 "transport \"stdio\" needs \"command\", but this server has \"url\"",
             )],
         ),
         (
             "servers: [{name: a, transport: sse, command: x}]",
-            &[("servers[0].transport", "transport \"sse\" needs \"url\"")],
+            &[(
+                "servers[0] (a).transport",
+                "transport \"sse\" needs \"url\"",
+            )],
         ),
         (
             "mcpServers: {a: {type: http, command: x}}",
@@ -158,14 +161,14 @@ fn transport_errors() {
         (
             "servers: [{name: a, transport: stdoi, command: x}]",
             &[(
-                "servers[0].transport",
+                "servers[0] (a).transport",
                 "unknown transport \"stdoi\"; did you mean \"stdio\"?",
             )],
         ),
         (
             "servers: [{name: a, transport: websocket, url: 'http://h'}]",
             &[(
-                "servers[0].transport",
+                "servers[0] (a).transport",
                 "expected one of: stdio, sse, streamable-http, http",
             )],
         ),
@@ -176,64 +179,70 @@ fn transport_errors() {
         (
             "servers: [{name: a, command: x, headers: {A: b}}]",
             &[(
-                "servers[0].headers",
+                "servers[0] (a).headers",
                 "only for sse and streamable-http servers",
             )],
         ),
         (
             "servers: [{name: a, url: 'http://h', args: [x], env: {A: b}, cwd: /}]",
             &[
-                ("servers[0].args", "only for stdio servers"),
-                ("servers[0].env", "only for stdio servers"),
-                ("servers[0].cwd", "only for stdio servers"),
+                ("servers[0] (a).args", "only for stdio servers"),
+                ("servers[0] (a).env", "only for stdio servers"),
+                ("servers[0] (a).cwd", "only for stdio servers"),
             ],
         ),
         (
             "servers: [{name: a, url: 'ftp://h'}]",
             &[(
-                "servers[0].url",
+                "servers[0] (a).url",
                 "invalid url \"ftp://h\"; it must start with http://",
             )],
         ),
         (
             "servers: [{name: a, url: 'https://'}]",
-            &[("servers[0].url", "has no host")],
+            &[("servers[0] (a).url", "has no host")],
         ),
         (
             "servers: [{name: a, command: ''}]",
-            &[("servers[0].command", "must not be empty")],
+            &[("servers[0] (a).command", "must not be empty")],
         ),
         (
             "servers: [{name: a, command: x, cwd: '${EMPTY}'}]",
-            &[("servers[0].cwd", "\"${EMPTY}\" expands to an empty value")],
+            &[(
+                "servers[0] (a).cwd",
+                "\"${EMPTY}\" expands to an empty value",
+            )],
         ),
         (
             "servers: [{name: a, url: 'http://h', headers: {'Bad Name': x, Ok: '${MULTILINE}', ok: y}}]",
             &[
                 (
-                    "servers[0].headers.Bad Name",
+                    "servers[0] (a).headers.Bad Name",
                     "invalid header name \"Bad Name\"",
                 ),
-                ("servers[0].headers.Ok", "control character"),
-                ("servers[0].headers.ok", "header \"ok\" is given twice"),
+                ("servers[0] (a).headers.Ok", "control character"),
+                ("servers[0] (a).headers.ok", "header \"ok\" is given twice"),
             ],
         ),
         (
             "servers: [{name: a, url: 'http://h', headers: {Mcp-Session-Id: x, Accept: y}}]",
             &[
                 (
-                    "servers[0].headers.Mcp-Session-Id",
+                    "servers[0] (a).headers.Mcp-Session-Id",
                     "set by the MCP transport itself",
                 ),
                 (
-                    "servers[0].headers.Accept",
+                    "servers[0] (a).headers.Accept",
                     "set by the MCP transport itself",
                 ),
             ],
         ),
         (
             "servers: [{name: a, command: x, env: {'A=B': x}}]",
-            &[("servers[0].env.A=B", "invalid environment variable name")],
+            &[(
+                "servers[0] (a).env.A=B",
+                "invalid environment variable name",
+            )],
         ),
     ];
     for (text, want) in cases {
@@ -280,11 +289,23 @@ fn security_errors() {
         ),
         (
             "servers: [{name: a, command: x, max_concurrent_calls: 0}]",
-            &[("servers[0].max_concurrent_calls", "at least 1")],
+            &[("servers[0] (a).max_concurrent_calls", "at least 1")],
         ),
         (
             "servers: [{name: a, url: 'http://h', inherit_env: true}]",
-            &[("servers[0].inherit_env", "only for stdio servers")],
+            &[("servers[0] (a).inherit_env", "only for stdio servers")],
+        ),
+        // Counts too large to be limits (once a panic inside tokio's semaphore).
+        (
+            "servers: [{name: a, command: x, max_concurrent_calls: 18446744073709551615}]",
+            &[(
+                "servers[0] (a).max_concurrent_calls",
+                "must be at most 100000, not 18446744073709551615",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x, max_queued_calls: 1000001}]",
+            &[("servers[0] (a).max_queued_calls", "must be at most 1000000")],
         ),
     ];
     for (text, want) in cases {
@@ -297,11 +318,11 @@ fn replicas_are_1_to_64_and_only_for_stdio_servers() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
             "servers: [{name: a, url: 'http://h', replicas: 2}]",
-            &[("servers[0].replicas", "only for stdio servers")],
+            &[("servers[0] (a).replicas", "only for stdio servers")],
         ),
         (
             "servers: [{name: a, command: x, replicas: 0}]",
-            &[("servers[0].replicas", "between 1 and 64, not 0")],
+            &[("servers[0] (a).replicas", "between 1 and 64, not 0")],
         ),
         (
             "mcpServers: {a: {command: x, replicas: 65}}",
@@ -309,7 +330,7 @@ fn replicas_are_1_to_64_and_only_for_stdio_servers() {
         ),
         (
             "servers: [{name: a, command: x, replicas: -1}]",
-            &[("servers[0].replicas", "")],
+            &[("servers[0] (a).replicas", "")],
         ),
     ];
     for (text, want) in cases {
@@ -322,7 +343,7 @@ fn value_errors() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
             "servers: [{name: a, command: x, backoff_initial: 10s, backoff_max: 1s}]",
-            &[("servers[0].backoff_max", "shorter than backoff_initial")],
+            &[("servers[0] (a).backoff_max", "shorter than backoff_initial")],
         ),
         (
             "shutdown_grace: soon",
@@ -417,9 +438,16 @@ fn value_errors() {
 fn unset_variables_are_named_with_their_path() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
+            "servers: [{name: needs-var, command: x, env: {API_KEY: '${MISSING_KEY}'}}]",
+            &[(
+                "servers[0] (needs-var).env.API_KEY",
+                "environment variable MISSING_KEY is not set",
+            )],
+        ),
+        (
             "servers: [{name: a, command: x}, {name: b, command: y, env: {API_KEY: '${NOPE}'}}]",
             &[(
-                "servers[1].env.API_KEY",
+                "servers[1] (b).env.API_KEY",
                 "environment variable NOPE is not set (write ${NOPE:-default} to give a default)",
             )],
         ),
@@ -433,9 +461,9 @@ fn unset_variables_are_named_with_their_path() {
         (
             "servers: [{name: a, url: 'http://${HOST}/mcp', headers: {Authorization: 'Bearer ${TOKEN2}'}}]",
             &[
-                ("servers[0].url", "environment variable HOST is not set"),
+                ("servers[0] (a).url", "environment variable HOST is not set"),
                 (
-                    "servers[0].headers.Authorization",
+                    "servers[0] (a).headers.Authorization",
                     "environment variable TOKEN2 is not set",
                 ),
             ],
@@ -443,21 +471,24 @@ fn unset_variables_are_named_with_their_path() {
         (
             "servers: [{name: a, command: '${CMD}', cwd: '${DIR}'}]",
             &[
-                ("servers[0].command", "CMD is not set"),
-                ("servers[0].cwd", "DIR is not set"),
+                ("servers[0] (a).command", "CMD is not set"),
+                ("servers[0] (a).cwd", "DIR is not set"),
             ],
         ),
         (
             "servers: [{name: a, command: 'x${A'}]",
-            &[("servers[0].command", "unterminated \"${\" at byte 1")],
+            &[("servers[0] (a).command", "unterminated \"${\" at byte 1")],
         ),
         (
             "servers: [{name: a, command: '${1X}'}]",
-            &[("servers[0].command", "invalid variable reference \"${1X}\"")],
+            &[(
+                "servers[0] (a).command",
+                "invalid variable reference \"${1X}\"",
+            )],
         ),
         (
             "servers: [{name: a, command: '${}'}]",
-            &[("servers[0].command", "empty variable name")],
+            &[("servers[0] (a).command", "empty variable name")],
         ),
         (
             "listen: '${ADDR}'",
@@ -475,25 +506,25 @@ fn type_errors_name_their_path() {
         (
             "servers: [{name: a, command: x, args: 5}]",
             &[(
-                "servers[0].args",
+                "servers[0] (a).args",
                 "invalid type: integer `5`, expected a sequence",
             )],
         ),
         (
             "servers: [{name: a, command: x, args: [a, 1.5]}]",
-            &[("servers[0].args[1]", "floating point `1.5`")],
+            &[("servers[0] (a).args[1]", "floating point `1.5`")],
         ),
         (
             "servers: [{name: a, command: x, env: [a]}]",
-            &[("servers[0].env", "expected a map of names to values")],
+            &[("servers[0] (a).env", "expected a map of names to values")],
         ),
         (
             "servers: [{name: a, command: x, env: {A: {b: c}}}]",
-            &[("servers[0].env.A", "invalid type: map")],
+            &[("servers[0] (a).env.A", "invalid type: map")],
         ),
         (
             "servers: [{name: a, command: x, tools: echo}]",
-            &[("servers[0].tools", "expected a sequence")],
+            &[("servers[0] (a).tools", "expected a sequence")],
         ),
         (
             "servers: [{name: 5, command: x}]",
@@ -501,11 +532,11 @@ fn type_errors_name_their_path() {
         ),
         (
             "servers: [{name: a, command: [x]}]",
-            &[("servers[0].command", "expected a string")],
+            &[("servers[0] (a).command", "expected a string")],
         ),
         (
             "servers: [{name: a, url: {}}]",
-            &[("servers[0].url", "expected a string")],
+            &[("servers[0] (a).url", "expected a string")],
         ),
         (
             "servers: 5",
@@ -539,9 +570,9 @@ fn type_errors_name_their_path() {
         (
             "servers: [{name: a, command: x, args: 5, env: 6, tools: 7}]",
             &[
-                ("servers[0].args", "expected a sequence"),
-                ("servers[0].env", "expected a map"),
-                ("servers[0].tools", "expected a sequence"),
+                ("servers[0] (a).args", "expected a sequence"),
+                ("servers[0] (a).env", "expected a map"),
+                ("servers[0] (a).tools", "expected a sequence"),
             ],
         ),
     ];
@@ -601,13 +632,13 @@ mcpServers:
     let want = [
         "listen: invalid socket address \"nowhere\"; expected an IP address and a port, like 0.0.0.0:50051",
         "readiness: unknown readiness \"sometimes\"; expected one of: first-attempt, all",
-        "servers[1].comand: unknown field; did you mean \"command\"?",
-        "servers[1].name: invalid server name: \"bad name\" contains ' '; use only letters, digits, '_' and '-'",
-        "servers[1]: missing \"command\" (stdio) or \"url\" (sse, streamable-http)",
-        "servers[1].timeout: duration must be greater than zero",
-        "servers[2].name: duplicate server name \"ok\"; first defined at servers[0]",
-        "servers[2].transport: transport \"stdio\" needs \"command\", but this server has \"url\"",
-        "servers[2].prefix: prefix \"a b\" contains ' '; use only letters, digits, '_' and '-'",
+        "servers[1] (bad name).comand: unknown field; did you mean \"command\"?",
+        "servers[1] (bad name).name: invalid server name: \"bad name\" contains ' '; use only letters, digits, '_' and '-'",
+        "servers[1] (bad name): missing \"command\" (stdio) or \"url\" (sse, streamable-http)",
+        "servers[1] (bad name).timeout: duration must be greater than zero",
+        "servers[2] (ok).name: duplicate server name \"ok\"; first defined at servers[0] (ok)",
+        "servers[2] (ok).transport: transport \"stdio\" needs \"command\", but this server has \"url\"",
+        "servers[2] (ok).prefix: prefix \"a b\" contains ' '; use only letters, digits, '_' and '-'",
         "mcpServers.remote.args: invalid type: integer `5`, expected a sequence",
         "mcpServers.remote.headers.Authorization: environment variable SECRET_TOKEN is not set (write ${SECRET_TOKEN:-default} to give a default)",
     ];

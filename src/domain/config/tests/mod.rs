@@ -11,7 +11,10 @@ use super::{
     Backoff, Concurrency, Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT,
     HttpMode, HttpSpec, Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
 };
-use crate::domain::{names::ServerName, state::Readiness};
+use crate::domain::{
+    names::ServerName,
+    state::{Readiness, Transport},
+};
 
 /// The environment every test sees, through a HashMap, never the process's.
 fn env() -> HashMap<&'static str, &'static str> {
@@ -161,7 +164,7 @@ fn full_example_parses_to_concrete_values() {
     assert_eq!(config.servers[1], remote);
     let memory = stdio("npx", &["-y", "@modelcontextprotocol/server-memory"]);
     assert_eq!(config.servers[2], spec("memory", memory));
-    assert_eq!(config.servers[3].transport.name(), "sse");
+    assert_eq!(config.servers[3].transport.kind(), Transport::Sse);
 }
 
 #[test]
@@ -217,7 +220,7 @@ mcpServers:
 "#);
     assert_eq!(list.servers.len(), 2);
     assert_eq!(list, map);
-    assert_eq!(list.servers[1].transport.name(), "streamable-http");
+    assert_eq!(list.servers[1].transport.kind(), Transport::StreamableHttp);
 }
 
 #[test]
@@ -244,8 +247,14 @@ fn json_mcp_json_document_parses() {
         ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
     );
     assert_eq!(fs.env["TOKEN"].expose_secret(), "tok-456-secret");
-    assert_eq!(config.servers[1].transport.name(), "streamable-http");
-    assert_eq!(config.servers[2].transport.name(), "streamable-http");
+    assert_eq!(
+        config.servers[1].transport.kind(),
+        Transport::StreamableHttp
+    );
+    assert_eq!(
+        config.servers[2].transport.kind(),
+        Transport::StreamableHttp
+    );
 }
 
 #[test]
@@ -281,7 +290,7 @@ fn defaults_are_applied() {
     assert_eq!(server.init_timeout, Duration::from_secs(60));
     assert_eq!(server.prefix, "");
     assert!(server.tools.is_empty());
-    assert_eq!(server.transport.name(), "auto");
+    assert_eq!(server.transport.kind(), Transport::Auto);
     assert_eq!(config.listen, None);
     assert_eq!(config.metrics_listen, None);
     assert_eq!(config.readiness, Readiness::FirstAttempt);
@@ -379,7 +388,7 @@ fn environment_comes_only_from_the_lookup() {
     assert_eq!(config.servers[0].transport, stdio("from-lookup", &[]));
     let errors = parse("servers: [{name: a, command: '${PATH}'}]", &lookup).expect_err("unset");
     assert_eq!(errors.0.len(), 1);
-    assert_eq!(errors.0[0].path, "servers[0].command");
+    assert_eq!(errors.0[0].path, "servers[0] (a).command");
     assert!(
         errors.0[0].reason.contains("PATH is not set"),
         "{}",
@@ -407,10 +416,13 @@ fn transport_names() {
             headers: Secrets::new(),
         })
     };
-    assert_eq!(stdio("x", &[]).name(), "stdio");
-    assert_eq!(http(HttpMode::Auto).name(), "auto");
-    assert_eq!(http(HttpMode::StreamableHttp).name(), "streamable-http");
-    assert_eq!(http(HttpMode::Sse).name(), "sse");
+    assert_eq!(stdio("x", &[]).kind(), Transport::Stdio);
+    assert_eq!(http(HttpMode::Auto).kind(), Transport::Auto);
+    assert_eq!(
+        http(HttpMode::StreamableHttp).kind(),
+        Transport::StreamableHttp
+    );
+    assert_eq!(http(HttpMode::Sse).kind(), Transport::Sse);
 }
 
 #[test]

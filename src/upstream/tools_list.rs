@@ -10,6 +10,7 @@ use rmcp::{
 
 use crate::domain::{
     names::ToolName,
+    outcome::ListingFailure,
     tool::{Annotations, ToolSpec},
 };
 
@@ -18,7 +19,7 @@ const MAX_PAGES: usize = 10_000;
 
 /// Every tool the server offers, following `nextCursor` to the last page. Bypasses rmcp's
 /// response cache: after `tools/list_changed` the fresh list is what matters.
-pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, String> {
+pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, ListingFailure> {
     let mut specs = Vec::new();
     let mut seen = HashSet::new();
     let mut cursor = None;
@@ -27,19 +28,19 @@ pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, String
         let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
         let page = match peer.send_request(request).await {
             Ok(ServerResult::ListToolsResult(page)) => page,
-            Ok(_) => return Err("tools/list answered with something other than a tool list".into()),
-            Err(e) => return Err(format!("tools/list failed: {e}")),
+            Ok(_) => return Err(ListingFailure::NotAList),
+            Err(e) => return Err(ListingFailure::Failed(e.to_string())),
         };
         specs.extend(page.tools.into_iter().map(tool_spec));
         match page.next_cursor {
             None => return Ok(specs),
             Some(next) if !seen.insert(next.clone()) => {
-                return Err(format!("tools/list repeated the cursor {next:?}"));
+                return Err(ListingFailure::RepeatedCursor(next));
             }
             Some(next) => cursor = Some(next),
         }
     }
-    Err(format!("tools/list sent more than {MAX_PAGES} pages"))
+    Err(ListingFailure::TooManyPages(MAX_PAGES))
 }
 
 /// The catalog's view of one MCP tool declaration.

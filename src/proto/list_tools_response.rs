@@ -9,7 +9,7 @@ use prost::{
     encoding::{DecodeContext, WireType, encode_key, encode_varint, message, skip_field, uint64},
 };
 
-use crate::proto::Tool;
+use super::Tool;
 
 /// `toolbroker.v1.ListToolsResponse`: the tools (sorted by name) and the catalog revision.
 #[derive(Clone, PartialEq, Default, Debug)]

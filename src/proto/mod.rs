@@ -4,8 +4,10 @@
 
 tonic::include_proto!("toolbroker.v1");
 
-/// Hand-written (encoded once per catalog revision by the server); see `grpc::listing`.
-pub use crate::grpc::listing::ListToolsResponse;
+mod list_tools_response;
+
+/// Hand-written (encoded once per catalog revision by the server); see [`EncodedTools`].
+pub use list_tools_response::{EncodedTools, ListToolsResponse};
 
 /// Encoded `FileDescriptorSet` of `toolbroker/v1/broker.proto` and its imports.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("toolbroker_descriptor");

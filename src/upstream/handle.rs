@@ -1,12 +1,9 @@
-//! The handle calls go through: one `tools/call` on a server's shared session, traced as an MCP
-//! client span, measured, given up after its timeout, and cancelled on the server when the
-//! caller goes away.
+//! [`Upstream`], the handle calls go through: one `tools/call` on a server's shared session,
+//! traced as an MCP client span, measured, given up after its timeout, and cancelled on the
+//! server when the caller goes away.
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -19,19 +16,18 @@ use rmcp::{
     service::{Peer, PeerRequestOptions},
 };
 use serde_json::{Map, Value};
-use tokio::sync::{Semaphore, SemaphorePermit};
 use tracing::{Instrument as _, Span, field};
 
 use super::{
     balance::{Replica, least_busy},
-    classify,
-    stdout_guard::{Fault, Verdict},
+    classify::{classify, not_a_tool_result},
+    slots::Slots,
 };
 use crate::{
     domain::{
-        call::CallError,
-        config::Concurrency,
         names::{ServerName, ToolName},
+        outcome::StreamFault,
+        request_error::{Aftermath, RequestError},
     },
     telemetry::{self, context::TraceHeaders, semconv},
 };
@@ -54,70 +50,6 @@ pub struct Upstream {
     pub(super) slots: Arc<Slots>,
     /// `limits.max_result_bytes`, for messages.
     pub(super) max_result_bytes: usize,
-}
-
-/// Calls running on a server and calls waiting for a slot.
-#[derive(Debug)]
-pub struct Slots {
-    running: Semaphore,
-    waiting: AtomicUsize,
-    limits: Concurrency,
-}
-
-impl Slots {
-    /// Slots as the server's `concurrency` says.
-    pub fn new(limits: Concurrency) -> Self {
-        Self {
-            running: Semaphore::new(limits.max_calls),
-            waiting: AtomicUsize::new(0),
-            limits,
-        }
-    }
-
-    /// A slot at once, or after waiting in the queue; refused when the queue is full or the
-    /// wait too long.
-    async fn take(&self, server: &ServerName) -> Result<SemaphorePermit<'_>, CallError> {
-        if let Ok(permit) = self.running.try_acquire() {
-            return Ok(permit);
-        }
-        let limits = self.limits;
-        let overloaded = |reason: String| CallError::Overloaded {
-            server: server.clone(),
-            reason,
-        };
-        let _waiting = Waiting::join(&self.waiting);
-        if self.waiting.load(Ordering::Relaxed) > limits.max_queued {
-            return Err(overloaded(format!(
-                "the queue is full: {} running and {} waiting calls (max_concurrent_calls, max_queued_calls); retry later",
-                limits.max_calls, limits.max_queued
-            )));
-        }
-        match tokio::time::timeout(limits.queue_timeout, self.running.acquire()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) => unreachable!("the semaphore is never closed"),
-            Err(_) => Err(overloaded(format!(
-                "no call slot freed up within {} (max_concurrent_calls {}, queue_timeout); retry later",
-                humantime::format_duration(limits.queue_timeout),
-                limits.max_calls
-            ))),
-        }
-    }
-}
-
-/// Counts a call in the queue while it waits.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn join(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// The connection, as the MCP semantic conventions describe it.
@@ -147,7 +79,7 @@ impl Upstream {
         arguments: Map<String, Value>,
         timeout: Duration,
         trace: &TraceHeaders,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<CallToolResult, RequestError> {
         let span = self.client_span(tool);
         if telemetry::recording_arguments() {
             span.record(
@@ -165,38 +97,28 @@ impl Upstream {
             let replica = least_busy(&self.replicas).expect("a ready server has a replica");
             let _in_flight = InFlight::new(&self.server);
             let result = self.send(&replica, params, meta, timeout, &span).await;
-            if let Err(CallError::SessionLost { .. }) = &result {
+            if matches!(
+                &result,
+                Err(RequestError::SessionLost { .. }
+                    | RequestError::ResultTooLarge {
+                        aftermath: Aftermath::SessionDropped,
+                        ..
+                    })
+            ) {
+                // The supervisor checks the session is alive (an HTTP server pings).
                 replica.suspect.notify_one();
             }
-            result.map_err(|error| self.blame_size(&replica, error))
+            result
         }
         .instrument(span.clone())
         .await;
         let error_type = match &result {
             Ok(result) if result.is_error == Some(true) => Some("tool_error"),
             Ok(_) => None,
-            Err(error) => Some(error_kind(error)),
+            Err(error) => Some(error.class().label),
         };
         self.record(&span, tool, &result, error_type, started.elapsed());
         result
-    }
-
-    /// A session lost because the server's stream carried a result over the limit is the
-    /// result's fault: say so (RESOURCE_EXHAUSTED), not just that the connection went.
-    fn blame_size(&self, replica: &Replica, error: CallError) -> CallError {
-        let too_long = replica
-            .fault
-            .as_ref()
-            .and_then(Verdict::fault)
-            .is_some_and(|fault| matches!(fault, Fault::TooLong(_)));
-        match error {
-            CallError::SessionLost { server, .. } if too_long => CallError::ResultTooLarge {
-                server,
-                limit: self.max_result_bytes,
-                consequence: "the session was dropped and is being restarted",
-            },
-            other => other,
-        }
     }
 
     /// The MCP client span, named `{mcp.method.name} {target}` as the MCP semantic conventions
@@ -237,7 +159,7 @@ impl Upstream {
         meta: RequestMetaObject,
         timeout: Duration,
         span: &Span,
-    ) -> Result<CallToolResult, CallError> {
+    ) -> Result<CallToolResult, RequestError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // Given as the request's meta (not the params'), rmcp merges it with its own keys.
         let options = PeerRequestOptions::no_options().with_meta(meta);
@@ -245,27 +167,52 @@ impl Upstream {
             .peer
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| classify(&self.server, self.max_result_bytes, e))?;
+            .map_err(|e| self.classify(replica, None, e))?;
         span.record("jsonrpc.request.id", field::display(&handle.id));
-        let mut guard = CancelOnDrop::new(&replica.peer, handle.id.clone());
+        let id = handle.id.clone();
+        let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
         let answer = match tokio::time::timeout(timeout, handle.await_response()).await {
             Ok(answer) => answer,
             Err(_) => {
-                return Err(CallError::Timeout {
+                return Err(RequestError::Timeout {
                     server: self.server.clone(),
                     after: timeout,
                 });
             }
         };
         guard.disarm();
-        match answer.map_err(|e| classify(&self.server, self.max_result_bytes, e))? {
+        match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
             ServerResult::CallToolResult(result) => Ok(result),
             // Some servers answer a tool with no output with `{}`.
             ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
-            _ => Err(CallError::BadResult {
-                server: self.server.clone(),
-                reason: "it answered tools/call with something other than a tool result".into(),
-            }),
+            _ => Err(not_a_tool_result(&self.server)),
+        }
+    }
+
+    /// What a failed request means, with what the session's transport knows of it: an answer
+    /// refused for its size, or a session whose stream was cut for a message over the limit,
+    /// is the result's fault (RESOURCE_EXHAUSTED), not just a lost connection.
+    fn classify(
+        &self,
+        replica: &Replica,
+        id: Option<&RequestId>,
+        error: rmcp::service::ServiceError,
+    ) -> RequestError {
+        let too_large = |aftermath| RequestError::ResultTooLarge {
+            server: self.server.clone(),
+            limit: self.max_result_bytes,
+            aftermath,
+        };
+        if id.is_some_and(|id| replica.faults.oversized.take(id)) {
+            return too_large(Aftermath::SessionGoesOn);
+        }
+        match classify(&self.server, self.max_result_bytes, error) {
+            RequestError::SessionLost { .. }
+                if matches!(replica.faults.stream.fault(), Some(StreamFault::TooLong(_))) =>
+            {
+                too_large(Aftermath::SessionDropped)
+            }
+            other => other,
         }
     }
 
@@ -274,7 +221,7 @@ impl Upstream {
         &self,
         span: &Span,
         tool: &ToolName,
-        result: &Result<CallToolResult, CallError>,
+        result: &Result<CallToolResult, RequestError>,
         error_type: Option<&'static str>,
         elapsed: Duration,
     ) {
@@ -298,21 +245,6 @@ impl Upstream {
         }
         metrics::histogram!(semconv::MCP_CLIENT_OPERATION_DURATION, &labels)
             .record(elapsed.as_secs_f64());
-    }
-}
-
-/// `error.type` for a failed call: a low-cardinality class, as the conventions ask.
-fn error_kind(error: &CallError) -> &'static str {
-    match error {
-        CallError::UnknownTool { .. } => "unknown_tool",
-        CallError::InvalidArguments(_) => "invalid_arguments",
-        CallError::NotReady { .. } => "not_ready",
-        CallError::SessionLost { .. } => "session_lost",
-        CallError::Timeout { .. } => "timeout",
-        CallError::ServerError { .. } => "jsonrpc_error",
-        CallError::BadResult { .. } => "bad_result",
-        CallError::Overloaded { .. } => "overloaded",
-        CallError::ResultTooLarge { .. } => "result_too_large",
     }
 }
 

@@ -1,0 +1,315 @@
+//! Every way a request can be refused or fail, and the one table that says, for each, the gRPC
+//! status code, how loudly it is logged and its metric label. Messages name the value at fault
+//! and are safe to show to callers. Pure.
+
+use std::{fmt, time::Duration};
+
+use super::{names::ServerName, outcome::TransportFailure, state::ServerState};
+
+/// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
+pub const INVALID_PARAMS: i32 = -32602;
+
+/// Why a request did not get what it asked for.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// The caller did not show valid credentials.
+    #[error("{0}")]
+    Unauthenticated(AuthFailure),
+    /// The caller's token does not allow this tool.
+    #[error("the token {caller:?} may not call {tool:?} (auth.tokens[].tools)")]
+    PermissionDenied {
+        /// The token's name.
+        caller: String,
+        /// The tool asked for.
+        tool: String,
+    },
+    /// No tool has this exposed name.
+    #[error("unknown tool {name:?}; ListTools shows the tools available")]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+    },
+    /// No server has this name.
+    #[error("unknown server {name:?}; ListServers shows the configured servers")]
+    UnknownServer {
+        /// The name asked for.
+        name: String,
+    },
+    /// The arguments are unusable.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// The request is over `limits.max_request_bytes`.
+    #[error("the request is over limits.max_request_bytes; send less or raise the limit")]
+    RequestTooLarge,
+    /// The response would be over `limits.max_response_bytes`.
+    #[error(
+        "the response would be {size} bytes, over limits.max_response_bytes ({limit}); \
+         ask for fewer servers or raise the limit"
+    )]
+    ResponseTooLarge {
+        /// Its encoded size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The broker is draining for shutdown.
+    #[error("the broker is shutting down; retry on another instance")]
+    ShuttingDown,
+    /// The tool's server has no session.
+    #[error("server {server:?} is not ready ({}): {message}", .state.as_str())]
+    NotReady {
+        /// The server.
+        server: ServerName,
+        /// Its state.
+        state: ServerState,
+        /// Why, as its status says.
+        message: String,
+    },
+    /// The session failed while the call was in flight, or the call could not be sent.
+    #[error("lost the connection to server {server:?}: {cause}")]
+    SessionLost {
+        /// The server.
+        server: ServerName,
+        /// What happened.
+        cause: LostCall,
+    },
+    /// The call took longer than its timeout; the server was told to cancel it.
+    #[error("the call to server {server:?} did not finish within {}", humantime::format_duration(*.after))]
+    Timeout {
+        /// The server.
+        server: ServerName,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("server {server:?} rejected the call: {message}")]
+    ServerError {
+        /// The server.
+        server: ServerName,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// The server is busy: its call slots are taken and its queue is full, or no slot freed
+    /// up in time.
+    #[error("server {server:?} is overloaded: {overload}")]
+    Overloaded {
+        /// The server.
+        server: ServerName,
+        /// Which limit.
+        overload: Overload,
+    },
+    /// The server sent a result over `limits.max_result_bytes`.
+    #[error(
+        "server {server:?} sent a result over the {limit}-byte limit (limits.max_result_bytes); {aftermath}"
+    )]
+    ResultTooLarge {
+        /// The server.
+        server: ServerName,
+        /// The limit in bytes.
+        limit: usize,
+        /// What happened to the session.
+        aftermath: Aftermath,
+    },
+    /// The server broke the protocol (an answer that is not a tool result, bad base64, ...).
+    #[error("server {server:?} sent an invalid result: {reason}")]
+    BadResult {
+        /// The server.
+        server: ServerName,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Why the caller is not let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No `authorization` header.
+    MissingToken,
+    /// An `authorization` header that is not `Bearer <token>`.
+    NotBearer,
+    /// A bearer token that matches none configured.
+    InvalidToken,
+    /// No client certificate, where the config requires one.
+    ClientCertificateRequired,
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthFailure::MissingToken => {
+                "missing bearer token: send the header \"authorization: Bearer <token>\""
+            }
+            AuthFailure::NotBearer => "the authorization header is not \"Bearer <token>\"",
+            AuthFailure::InvalidToken => "the bearer token is not valid",
+            AuthFailure::ClientCertificateRequired => {
+                "a client certificate signed by the configured CA is required"
+            }
+        })
+    }
+}
+
+/// How a call in flight was lost with its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostCall {
+    /// The server forgot the session (it restarted) while the call waited for its answer.
+    Reinitialized,
+    /// The connection closed before the answer came.
+    Closed,
+    /// The request could not be sent, or its answer not read.
+    Transport(TransportFailure),
+    /// The session cancelled the request.
+    Cancelled(Option<String>),
+}
+
+impl fmt::Display for LostCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostCall::Reinitialized => f.write_str(
+                "the server lost the session during the call (did it restart?); the call may or \
+                 may not have run, and was not repeated",
+            ),
+            LostCall::Closed => f.write_str(
+                "the connection closed before the answer came (the call may or may not have run; \
+                 it was not repeated)",
+            ),
+            LostCall::Transport(failure) => write!(f, "{failure}"),
+            LostCall::Cancelled(reason) => write!(
+                f,
+                "the request was cancelled ({})",
+                reason.as_deref().unwrap_or("no reason given")
+            ),
+        }
+    }
+}
+
+/// Which of a server's call limits refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overload {
+    /// Every slot is taken and the queue is full.
+    QueueFull {
+        /// `max_concurrent_calls`.
+        running: usize,
+        /// `max_queued_calls`.
+        waiting: usize,
+    },
+    /// The call waited `queue_timeout` and no slot freed up.
+    NoSlot {
+        /// `queue_timeout`.
+        waited: Duration,
+        /// `max_concurrent_calls`.
+        running: usize,
+    },
+}
+
+impl fmt::Display for Overload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Overload::QueueFull { running, waiting } => write!(
+                f,
+                "the queue is full: {running} running and {waiting} waiting calls \
+                 (max_concurrent_calls, max_queued_calls); retry later"
+            ),
+            Overload::NoSlot { waited, running } => write!(
+                f,
+                "no call slot freed up within {} (max_concurrent_calls {running}, queue_timeout); \
+                 retry later",
+                humantime::format_duration(*waited)
+            ),
+        }
+    }
+}
+
+/// What an over-large result did to its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aftermath {
+    /// Only the call failed (an HTTP answer refused whole).
+    SessionGoesOn,
+    /// The session's stream was cut, so it is restarted (a stdio line, a legacy SSE event).
+    SessionDropped,
+}
+
+impl fmt::Display for Aftermath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Aftermath::SessionGoesOn => "the call failed; the session goes on",
+            Aftermath::SessionDropped => "the session was dropped and is being restarted",
+        })
+    }
+}
+
+/// The gRPC status codes requests end with (the names are gRPC's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// NOT_FOUND
+    NotFound,
+    /// INVALID_ARGUMENT
+    InvalidArgument,
+    /// UNAVAILABLE
+    Unavailable,
+    /// DEADLINE_EXCEEDED
+    DeadlineExceeded,
+    /// INTERNAL
+    Internal,
+    /// RESOURCE_EXHAUSTED
+    ResourceExhausted,
+    /// UNAUTHENTICATED
+    Unauthenticated,
+    /// PERMISSION_DENIED
+    PermissionDenied,
+}
+
+/// How loudly an error is logged where it is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Debug: the caller's mistake, or expected (a caller must not be able to fill the log).
+    Debug,
+    /// Warn: a server or the broker failed the caller.
+    Warn,
+}
+
+/// How an error is answered, logged and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Class {
+    /// The gRPC status code.
+    pub code: Code,
+    /// How loudly it is logged.
+    pub level: Level,
+    /// A low-cardinality label for metrics and the span's `error.type`.
+    pub label: &'static str,
+}
+
+impl RequestError {
+    /// The table: status code, log level and label of every error.
+    pub fn class(&self) -> Class {
+        use Code::*;
+        use Level::{Debug, Warn};
+        let (code, level, label) = match self {
+            RequestError::Unauthenticated(_) => (Unauthenticated, Debug, "unauthenticated"),
+            RequestError::PermissionDenied { .. } => (PermissionDenied, Debug, "permission_denied"),
+            RequestError::UnknownTool { .. } => (NotFound, Debug, "unknown_tool"),
+            RequestError::UnknownServer { .. } => (NotFound, Debug, "unknown_server"),
+            RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
+            RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),
+            RequestError::ResponseTooLarge { .. } => {
+                (ResourceExhausted, Debug, "response_too_large")
+            }
+            RequestError::ShuttingDown => (Unavailable, Debug, "shutting_down"),
+            RequestError::NotReady { .. } => (Unavailable, Warn, "not_ready"),
+            RequestError::SessionLost { .. } => (Unavailable, Warn, "session_lost"),
+            RequestError::Timeout { .. } => (DeadlineExceeded, Warn, "timeout"),
+            RequestError::ServerError { code, .. } if *code == INVALID_PARAMS => {
+                (InvalidArgument, Debug, "jsonrpc_error")
+            }
+            RequestError::ServerError { .. } => (Internal, Warn, "jsonrpc_error"),
+            RequestError::Overloaded { .. } => (ResourceExhausted, Warn, "overloaded"),
+            RequestError::ResultTooLarge { .. } => (ResourceExhausted, Warn, "result_too_large"),
+            RequestError::BadResult { .. } => (Internal, Warn, "bad_result"),
+        };
+        Class { code, level, label }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,54 @@
+//! The proto form of every tool, converted and encoded once per catalog revision and shared by
+//! ListTools and Watch, so that no request converts or encodes a tool again.
+
+use std::sync::{Arc, Mutex};
+
+use super::convert;
+use crate::{
+    broker::Snapshot,
+    proto::{self, EncodedTools},
+};
+
+/// Every tool of one catalog revision, in proto form.
+#[derive(Clone)]
+pub struct CachedTools {
+    /// The revision they belong to.
+    pub revision: u64,
+    /// The tools, sorted by name.
+    pub tools: Arc<Vec<proto::Tool>>,
+    /// The same tools, encoded for ListTools.
+    pub encoded: Arc<EncodedTools>,
+}
+
+/// The tools of the latest revision asked for.
+#[derive(Default)]
+pub struct ToolCache {
+    /// Held only to compare a revision and clone or replace the entry.
+    current: Mutex<Option<CachedTools>>,
+}
+
+impl ToolCache {
+    /// The tools of `snapshot`'s revision, converted and encoded at most once.
+    pub fn tools(&self, snapshot: &Snapshot) -> CachedTools {
+        let revision = snapshot.catalog.revision();
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cached) = &*current
+            && cached.revision == revision
+        {
+            return cached.clone();
+        }
+        let tools: Vec<_> = snapshot
+            .catalog
+            .tools()
+            .values()
+            .map(|t| convert::tool(t))
+            .collect();
+        let cached = CachedTools {
+            revision,
+            encoded: Arc::new(EncodedTools::new(&tools, revision)),
+            tools: Arc::new(tools),
+        };
+        *current = Some(cached.clone());
+        cached
+    }
+}

@@ -1,0 +1,25 @@
+//! The narrow port supervisors report through. The broker implements it; defining it here,
+//! below the broker, keeps the MCP side from depending on what sits above it.
+
+use super::Upstream;
+use crate::domain::{
+    catalog::ServerPolicy, names::ServerName, state::ServerCondition, tool::ToolSpec,
+};
+
+/// Where the condition, tools and call handle of every server go.
+pub trait Reporter: Send + Sync + 'static {
+    /// A server's new condition; `upstream` is its call handle while it is READY.
+    fn condition(
+        &self,
+        server: &ServerName,
+        condition: ServerCondition,
+        upstream: Option<Upstream>,
+    );
+
+    /// The complete list of tools a server offers now.
+    fn tools(&self, server: &ServerName, tools: Vec<ToolSpec>);
+
+    /// The servers of a reloaded configuration, in its order, each with the condition it
+    /// starts in; servers not in it are gone.
+    fn configure(&self, servers: Vec<(ServerPolicy, ServerCondition)>);
+}
