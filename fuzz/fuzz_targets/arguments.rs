@@ -13,7 +13,10 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use toolbroker::{
-    domain::call::{CallError, RawArguments, prepare_arguments},
+    domain::{
+        call::{RawArguments, prepare_arguments},
+        request_error::RequestError,
+    },
     grpc::convert::{json_to_struct, struct_to_json},
 };
 
@@ -65,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
                     assert!(same_but_numbers(&given, &prepared), "{given} became {prepared}");
                 }
                 Err(e) => assert!(
-                    mode == b'B' && matches!(e, CallError::InvalidArguments(_)),
+                    mode == b'B' && matches!(e, RequestError::InvalidArguments(_)),
                     "{e:?}"
                 ),
             }
