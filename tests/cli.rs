@@ -58,6 +58,40 @@ fn check_lists_every_problem_with_its_path_and_exits_2() {
 }
 
 #[test]
+fn check_and_serve_read_every_file_the_config_names_before_starting_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = |name: &str| dir.path().join(name).display().to_string();
+    // A server that leaves a mark if it is ever started.
+    let marker = dir.path().join("started");
+    let config = serde_json::json!({
+        "tls": {"cert": missing("tls.crt"), "key": missing("tls.key")},
+        "auth": {"tokens": [{"name": "agent", "value_file": missing("token")}]},
+        "servers": [{"name": "s", "command": "touch", "args": [marker.display().to_string()]}],
+    });
+    let (_config_dir, path) = write_config(&config.to_string());
+    for args in [&["check"][..], &["serve", "--listen", "127.0.0.1:0"]] {
+        let command = args[0];
+        let output = run(&[args, &["--config"]].concat(), &path);
+        assert_eq!(output.status.code(), Some(2), "{command}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for field in ["tls.cert: ", "tls.key: ", "auth.tokens[0].value_file: "] {
+            assert!(
+                stderr.contains(field),
+                "{command}: {field} missing from:\n{stderr}"
+            );
+        }
+        assert!(
+            stderr
+                .lines()
+                .all(|l| l.starts_with(&*path.to_string_lossy())),
+            "{command}: every line names the file:\n{stderr}"
+        );
+        assert!(!stderr.contains("listening"), "{command} bound its port");
+        assert!(!marker.exists(), "{command} started a server");
+    }
+}
+
+#[test]
 fn serve_with_a_bad_config_exits_2_without_listening() {
     let (_dir, path) = write_config("listen: nowhere\n");
     let output = run(&["serve", "--config"], &path);
