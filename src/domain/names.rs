@@ -104,11 +104,6 @@ impl ExposedName {
         let changed = name != wanted;
         (Self(name.into()), changed)
     }
-
-    /// Wraps text that is already an exposed name, e.g. from a caller; no validation.
-    pub fn from_caller(name: &str) -> Self {
-        Self(name.into())
-    }
 }
 
 /// A stable hash (FNV-1a, 32 bits, hex): the same name gets the same suffix on every run.
