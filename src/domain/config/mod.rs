@@ -8,6 +8,7 @@
 //! a `Debug` print of a config never shows them.
 
 mod capacity;
+mod durations;
 mod raw;
 mod security;
 mod transport;

@@ -1,14 +1,13 @@
 //! Semantic checks: the raw document → validated [`Config`], collecting every error with its
 //! field path and carrying on past each one. Pure.
 
-use std::{collections::HashMap, net::SocketAddr, time::Duration};
+use std::{collections::HashMap, net::SocketAddr};
 
 use serde_json::{Map, Value};
 
 use super::{
-    Backoff, Config, ConfigError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX,
-    DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, MAX_PREFIX_LEN, ServerSpec,
-    path,
+    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT,
+    MAX_PREFIX_LEN, ServerSpec, path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
@@ -334,73 +333,6 @@ impl Checker<'_, '_> {
         }
         prefix
     }
-
-    /// The restart delays; the longest may not be shorter than the first.
-    fn backoff(&mut self, initial: Option<Value>, max: Option<Value>, at: &str) -> Backoff {
-        let initial = self.duration(
-            initial,
-            DEFAULT_BACKOFF_INITIAL,
-            &path::field(at, "backoff_initial"),
-        );
-        let max_at = path::field(at, "backoff_max");
-        let max = self.duration(max, DEFAULT_BACKOFF_MAX, &max_at);
-        if max < initial {
-            let reason = format!(
-                "{} is shorter than backoff_initial ({})",
-                humantime::format_duration(max),
-                humantime::format_duration(initial)
-            );
-            self.error(&max_at, reason);
-        }
-        Backoff { initial, max }
-    }
-
-    /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
-    /// A duration that may be absent (`None`); present, it is checked like [`Self::duration`].
-    pub(super) fn optional_duration(&mut self, raw: Option<Value>, at: &str) -> Option<Duration> {
-        match raw {
-            None | Some(Value::Null) => None,
-            raw => Some(self.duration(raw, Duration::MAX, at)),
-        }
-    }
-
-    pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
-        let parsed = match &raw {
-            None | Some(Value::Null) => return default,
-            Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs).ok_or_else(|| {
-                format!("invalid duration {n}; write whole seconds or a duration like \"1500ms\"")
-            }),
-            Some(Value::String(text)) => parse_duration(text),
-            Some(other) => Err(format!(
-                "expected a duration like \"30s\", found {}",
-                kind(other)
-            )),
-        };
-        match parsed {
-            Ok(duration) if duration.is_zero() => {
-                self.error(at, "duration must be greater than zero");
-                default
-            }
-            Ok(duration) => duration,
-            Err(reason) => {
-                self.error(at, reason);
-                default
-            }
-        }
-    }
-}
-
-/// Parses a duration string: whole seconds, or humantime syntax.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse()
-            .map(Duration::from_secs)
-            .map_err(|_| format!("invalid duration {text:?}; the number is too large"));
-    }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. 30s, 1m30s or 500ms"))
 }
 
 /// The entries of a map of servers, each at `at.key`.
@@ -414,7 +346,7 @@ fn map_entries(at: &'static str, map: Map<String, Value>) -> impl Iterator<Item 
 }
 
 /// How a JSON value's type is named in messages.
-fn kind(value: &Value) -> &'static str {
+pub(super) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "nothing",
         Value::Bool(_) => "a boolean",

@@ -1,0 +1,86 @@
+//! Durations in the config: `30s`, `1m30s`, `500ms` or whole seconds, never zero, and the
+//! restart delays built from two of them. Pure.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{
+    Backoff, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, path,
+    validate::{Checker, kind},
+};
+
+impl Checker<'_, '_> {
+    /// The restart delays; the longest may not be shorter than the first.
+    pub(super) fn backoff(
+        &mut self,
+        initial: Option<Value>,
+        max: Option<Value>,
+        at: &str,
+    ) -> Backoff {
+        let initial = self.duration(
+            initial,
+            DEFAULT_BACKOFF_INITIAL,
+            &path::field(at, "backoff_initial"),
+        );
+        let max_at = path::field(at, "backoff_max");
+        let max = self.duration(max, DEFAULT_BACKOFF_MAX, &max_at);
+        if max < initial {
+            let reason = format!(
+                "{} is shorter than backoff_initial ({})",
+                humantime::format_duration(max),
+                humantime::format_duration(initial)
+            );
+            self.error(&max_at, reason);
+        }
+        Backoff { initial, max }
+    }
+
+    /// A duration that may be absent (`None`); present, it is checked like [`Self::duration`].
+    pub(super) fn optional_duration(&mut self, raw: Option<Value>, at: &str) -> Option<Duration> {
+        match raw {
+            None | Some(Value::Null) => None,
+            raw => Some(self.duration(raw, Duration::MAX, at)),
+        }
+    }
+
+    /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
+    /// Absent: `default`.
+    pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
+        let parsed = match &raw {
+            None | Some(Value::Null) => return default,
+            Some(Value::Number(n)) => n.as_u64().map(Duration::from_secs).ok_or_else(|| {
+                format!("invalid duration {n}; write whole seconds or a duration like \"1500ms\"")
+            }),
+            Some(Value::String(text)) => parse_duration(text),
+            Some(other) => Err(format!(
+                "expected a duration like \"30s\", found {}",
+                kind(other)
+            )),
+        };
+        match parsed {
+            Ok(duration) if duration.is_zero() => {
+                self.error(at, "duration must be greater than zero");
+                default
+            }
+            Ok(duration) => duration,
+            Err(reason) => {
+                self.error(at, reason);
+                default
+            }
+        }
+    }
+}
+
+/// Parses a duration string: whole seconds, or humantime syntax.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("invalid duration {text:?}; the number is too large"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. 30s, 1m30s or 500ms"))
+}
