@@ -20,12 +20,16 @@ use tokio::{
 };
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::{
     auth::{Credentials, Gate},
     broker::Broker,
     config_file::{LoadError, Loaded},
-    domain::config::{Config, ConfigErrors},
+    domain::{
+        config::{Config, ConfigErrors},
+        state::Readiness,
+    },
     grpc::{server, service::BrokerService},
     health::HealthStatuses,
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
@@ -105,7 +109,8 @@ impl App {
         serving.until(shutdown).await
     }
 
-    /// Starts the servers' supervisors, health, metrics and the gRPC server.
+    /// Starts the servers' supervisors, health, metrics, the gRPC server and the watch for
+    /// reloads.
     async fn start(self, listener: TcpListener) -> anyhow::Result<Serving> {
         let config = &self.loaded.config;
         let local = listener.local_addr()?;
@@ -124,12 +129,7 @@ impl App {
             crate::metrics::start(addr, broker.clone(), shutdown.clone()).await?;
         }
         let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
-        let (readiness, readiness_rx) = watch::channel(config.readiness);
-        let (reporter, health_service) = tonic_health::server::health_reporter();
-        let mut health = HealthStatuses::new(reporter);
-        health.update(&broker.snapshot(), config.readiness).await;
-        tasks.spawn(health.follow(broker.clone(), readiness_rx, shutdown.clone()));
-
+        let (readiness, health) = follow_health(&broker, config, &tasks, &shutdown).await;
         let gate = Gate::new(self.credentials);
         let (acceptor, certs) = self.tls.unzip();
         let service = Arc::new(BrokerService::new(
@@ -140,7 +140,7 @@ impl App {
         let closing = CancellationToken::new();
         let parts = server::Parts {
             service: service.clone(),
-            health: health_service,
+            health,
             gate: gate.clone(),
             reflection: config.reflection,
             limits: config.limits,
@@ -151,15 +151,7 @@ impl App {
         let server = tokio::spawn(server::serve(parts, listener, closing.clone()));
         let scheme = if certs.is_some() { "https" } else { "http" };
         tracing::info!(addr = %local, scheme, auth = config.auth.enabled(), "listening");
-
-        let (triggers, reloads) = mpsc::unbounded_channel();
-        tasks.spawn(reload::forward_sighup(triggers.clone(), shutdown.clone()));
-        let live = match self.loaded.file {
-            Some((path, text)) => LiveConfig::new(self.loaded.config, path, text),
-            None => LiveConfig::fixed(self.loaded.config),
-        };
-        // Kept alive for as long as we serve; a watcher that cannot start leaves SIGHUP working.
-        let file_watch = live.path().and_then(|path| watch_config(path, triggers));
+        let (live, reloads, file_watch) = follow_reloads(self.loaded, &tasks, &shutdown);
         Ok(Serving {
             fleet,
             service,
@@ -174,6 +166,44 @@ impl App {
             _file_watch: file_watch,
         })
     }
+}
+
+/// Health statuses that follow the broker (and the readiness policy, which a reload may
+/// change), until shutdown; the health service serving them.
+async fn follow_health(
+    broker: &Broker,
+    config: &Config,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> (watch::Sender<Readiness>, HealthServer<impl Health>) {
+    let (readiness, readiness_rx) = watch::channel(config.readiness);
+    let (reporter, service) = tonic_health::server::health_reporter();
+    let mut health = HealthStatuses::new(reporter);
+    // Before serving, so that probes never see an unknown service.
+    health.update(&broker.snapshot(), config.readiness).await;
+    tasks.spawn(health.follow(broker.clone(), readiness_rx, shutdown.clone()));
+    (readiness, service)
+}
+
+/// The config in force, and what asks to reload it: SIGHUP, and changes of its file (kept
+/// watched for as long as the watch lives; one that cannot start leaves SIGHUP working).
+fn follow_reloads(
+    loaded: Loaded,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> (
+    LiveConfig,
+    mpsc::UnboundedReceiver<Trigger>,
+    Option<FileWatch>,
+) {
+    let (triggers, reloads) = mpsc::unbounded_channel();
+    tasks.spawn(reload::forward_sighup(triggers.clone(), shutdown.clone()));
+    let live = match loaded.file {
+        Some((path, text)) => LiveConfig::new(loaded.config, path, text),
+        None => LiveConfig::fixed(loaded.config),
+    };
+    let file_watch = live.path().and_then(|path| watch_config(path, triggers));
+    (live, reloads, file_watch)
 }
 
 /// Binds the address `app` chose, serves until SIGTERM or SIGINT, then shuts down in order.
@@ -205,7 +235,7 @@ struct Serving {
     tasks: TaskTracker,
     live: LiveConfig,
     reloads: mpsc::UnboundedReceiver<Trigger>,
-    readiness: watch::Sender<crate::domain::state::Readiness>,
+    readiness: watch::Sender<Readiness>,
     renewable: Renewable,
     _file_watch: Option<FileWatch>,
 }
