@@ -2,7 +2,7 @@
 
 use rmcp::{service::ServiceError, transport::DynamicTransportError};
 
-use super::http;
+use super::explain::explain;
 use crate::{
     domain::{
         names::ServerName,
@@ -36,7 +36,7 @@ pub fn classify(server: &ServerName, max_result_bytes: usize, error: ServiceErro
             limit: max_result_bytes,
             aftermath: Aftermath::SessionGoesOn,
         },
-        ServiceError::TransportSend(error) => lost(LostCall::Transport(http::explain(&error))),
+        ServiceError::TransportSend(error) => lost(LostCall::Transport(explain(&error))),
         ServiceError::Cancelled { reason } => lost(LostCall::Cancelled(reason)),
         ServiceError::Timeout { timeout } => RequestError::Timeout {
             server,

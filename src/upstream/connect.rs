@@ -17,6 +17,7 @@ use url::Url;
 
 use super::{
     detect::{Detected, detect},
+    explain::explain,
     faults::Faults,
     handler::Handler,
     http,
@@ -56,7 +57,7 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, St
     let startup = async {
         let service = tokio::select! {
             service = handler.serve((pipes.stdout, pipes.stdin)) => service
-                .map_err(|e| StartFailure::Initialize(http::explain(&e)))?,
+                .map_err(|e| StartFailure::Initialize(explain(&e)))?,
             exit = child.wait() => return Err(StartFailure::ExitedDuringInitialize(exit)),
         };
         let tools = tools_list::list_tools(service.peer())
@@ -119,7 +120,7 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Start
     let headers = http::headers(&http.headers)?;
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
-    let server = spec.name.to_string();
+    let server = spec.name.clone();
     let max = spec.max_result_bytes;
     let mode = match http.mode {
         HttpMode::Auto => detect(&client, &url, &headers, handler.get_info(), server, max).await?,
@@ -189,5 +190,5 @@ where
     handler
         .serve(transport)
         .await
-        .map_err(|e| StartFailure::Initialize(http::explain(&e)))
+        .map_err(|e| StartFailure::Initialize(explain(&e)))
 }

@@ -9,10 +9,10 @@ use rmcp::model::{
 use url::Url;
 
 use super::{
-    http::explain,
+    explain::explain,
     sse::{self, SseTransport},
 };
-use crate::domain::outcome::StartFailure;
+use crate::domain::{names::ServerName, outcome::StartFailure};
 
 /// What the URL turned out to be.
 pub enum Detected {
@@ -28,7 +28,7 @@ pub async fn detect(
     url: &Url,
     headers: &HeaderMap,
     info: ClientConfig,
-    server: String,
+    server: ServerName,
     max_event: usize,
 ) -> Result<Detected, StartFailure> {
     let probe = ClientJsonRpcMessage::request(

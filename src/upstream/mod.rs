@@ -6,6 +6,7 @@ mod balance;
 mod classify;
 mod connect;
 mod detect;
+mod explain;
 mod faults;
 pub mod fleet;
 mod handle;

@@ -12,10 +12,10 @@ use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
     balance::Replica,
+    explain::explain,
     faults::Faults,
     handle::Link,
     handler::Handler,
-    http,
     process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     tools_list,
 };
@@ -97,7 +97,7 @@ impl Session {
         let ping = ClientRequest::PingRequest(Default::default());
         match tokio::time::timeout(timeout, self.peer.send_request(ping)).await {
             Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
-            Ok(Err(error)) => Err(SessionEnd::PingFailed(http::explain(&error))),
+            Ok(Err(error)) => Err(SessionEnd::PingFailed(explain(&error))),
             Err(_) => Err(SessionEnd::PingUnanswered(timeout)),
         }
     }

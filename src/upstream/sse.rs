@@ -16,9 +16,12 @@ use sse_stream::{Sse, SseStream};
 use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
-use super::{faults::Verdict, http::explain};
+use super::{explain::explain, faults::Verdict};
 use crate::{
-    domain::outcome::{StartFailure, StreamFault, TransportFailure},
+    domain::{
+        names::ServerName,
+        outcome::{StartFailure, StreamFault, TransportFailure},
+    },
     telemetry::context::TraceHeaders,
 };
 use rmcp::model::GetMeta as _;
@@ -98,7 +101,7 @@ pub async fn connect(
     client: reqwest::Client,
     url: &Url,
     headers: HeaderMap,
-    server: String,
+    server: ServerName,
     max_event: usize,
 ) -> Result<SseTransport, StartFailure> {
     let response = client
@@ -216,7 +219,7 @@ async fn read_messages<S>(
     mut events: S,
     url: Url,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
-    server: String,
+    server: ServerName,
 ) where
     S: futures::Stream<Item = Result<Sse, sse_stream::Error>> + Unpin,
 {
