@@ -11,6 +11,7 @@ use super::{
     convert, limit::ResponseLimit, status::to_status, tool_cache::ToolCache, visibility::Visibility,
 };
 use crate::{
+    auth::Caller,
     broker::{Broker, Snapshot, WatcherGuard},
     domain::{catalog::Event, request_error::RequestError},
     proto,
@@ -45,7 +46,7 @@ impl Watcher {
     pub fn open(
         feed: Feed,
         servers: Vec<String>,
-        caller: crate::auth::Caller,
+        caller: Caller,
     ) -> Result<(proto::WatchEvent, Self), RequestError> {
         let (snapshot, events, guard) = feed.broker.subscribe();
         let visibility = Visibility::new(servers, caller, &snapshot)?;
