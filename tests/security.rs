@@ -4,8 +4,11 @@
 
 mod common;
 
-use common::{Broker, certs::Ca, demo_server, servers::HttpServer, toolbroker_bin};
+use common::{
+    Broker, Builder, Watch, certs::Ca, demo, demo_after, servers::HttpServer, url_server,
+};
 use nix::sys::signal::Signal;
+use serde_json::json;
 use tonic::{
     Code, Request,
     transport::{Certificate, ClientTlsConfig, Identity},
@@ -35,20 +38,26 @@ fn echo() -> proto::CallToolRequest {
     }
 }
 
-async fn authed_broker(extra: &str) -> Broker {
-    let config = format!(
-        "auth:\n  tokens:\n    - {{name: agent, value_env: AGENT_TOKEN}}\n    - {{name: reader, value_env: READER_TOKEN, tools: [echo, 'ad?']}}\n{extra}servers:\n{}",
-        demo_server("demo", "")
-    );
-    let env = [("AGENT_TOKEN", AGENT), ("READER_TOKEN", READER)];
-    let broker = Broker::start_with_env(&config, &env).await;
+/// A broker with the demo server and two tokens: `agent` may do anything, `reader` only sees and
+/// calls `echo` and `ad?`. `more` adds to the builder.
+async fn authed_broker(more: impl FnOnce(Builder) -> Builder) -> Broker {
+    let tokens = json!([
+        {"name": "agent", "value_env": "AGENT_TOKEN"},
+        {"name": "reader", "value_env": "READER_TOKEN", "tools": ["echo", "ad?"]},
+    ]);
+    let builder = Broker::builder()
+        .top("auth", json!({"tokens": tokens}))
+        .server(demo("demo"))
+        .env("AGENT_TOKEN", AGENT)
+        .env("READER_TOKEN", READER);
+    let broker = more(builder).start().await;
     common::wait_health(broker.channel.clone(), "toolbroker.v1.ToolBroker").await;
     broker
 }
 
 #[tokio::test]
 async fn calls_need_a_valid_token_and_health_stays_open() {
-    let broker = authed_broker("").await;
+    let broker = authed_broker(|b| b).await;
     let mut client = broker.client.clone();
     let none = client.call_tool(echo()).await.unwrap_err();
     assert_eq!(none.code(), Code::Unauthenticated);
@@ -91,7 +100,7 @@ async fn calls_need_a_valid_token_and_health_stays_open() {
 
 #[tokio::test]
 async fn a_token_sees_and_calls_only_its_tools() {
-    let broker = authed_broker("").await;
+    let broker = authed_broker(|b| b).await;
     let mut client = broker.client.clone();
     let listed = client
         .list_tools(bearer(READER, proto::ListToolsRequest::default()))
@@ -117,17 +126,13 @@ async fn a_token_sees_and_calls_only_its_tools() {
         denied.message()
     );
 
-    let mut watch = client
+    let stream = client
         .watch(bearer(READER, proto::WatchRequest::default()))
         .await
         .unwrap()
         .into_inner();
-    let Some(proto::watch_event::Event::Snapshot(snapshot)) =
-        watch.message().await.unwrap().unwrap().event
-    else {
-        panic!("no snapshot")
-    };
-    assert_eq!(snapshot.tools.len(), 2);
+    let mut watch = Watch::new(stream);
+    assert_eq!(watch.snapshot().await.tools.len(), 2);
     // A tool outside its list appears: the reader's stream says nothing of it.
     client
         .call_tool(bearer(
@@ -151,19 +156,14 @@ async fn a_token_sees_and_calls_only_its_tools() {
         ))
         .await
         .unwrap();
-    let next = loop {
-        match watch.message().await.unwrap().unwrap().event {
-            Some(proto::watch_event::Event::ToolsChanged(change)) => break change,
-            _ => continue,
-        }
-    };
+    let next = watch.next_tools_change().await;
     let added: Vec<&str> = next.added.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(added, ["adz"], "secret_tool was never shown");
 }
 
 #[tokio::test]
 async fn reflection_can_be_turned_off() {
-    let broker = authed_broker("reflection: false\n").await;
+    let broker = authed_broker(|b| b.top("reflection", false)).await;
     use tonic_reflection::pb::v1alpha::{
         ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
         server_reflection_request::MessageRequest,
@@ -184,12 +184,11 @@ async fn token_files_are_read_again_on_sighup() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "first-token\n").unwrap();
-    let config = format!(
-        "auth: {{tokens: [{{value_file: {:?}}}]}}\nservers:\n{}",
-        token_file.display().to_string(),
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .top("auth", json!({"tokens": [{"value_file": token_file}]}))
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let mut client = broker.client.clone();
     assert!(
@@ -219,11 +218,11 @@ async fn token_files_are_read_again_on_sighup() {
     );
 }
 
-/// Writes PEM files into `dir` and returns their paths as YAML-safe strings.
+/// Writes a PEM file into `dir` and returns its path.
 fn write(dir: &std::path::Path, name: &str, pem: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, pem).unwrap();
-    format!("{:?}", path.display().to_string())
+    path.display().to_string()
 }
 
 #[tokio::test]
@@ -233,20 +232,24 @@ async fn tls_with_client_certificates() {
     let clients = Ca::new();
     let client_cert = clients.issue(&["agent"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = format!(
-        "tls: {{cert: {}, key: {}}}\nauth: {{client_ca: {}}}\nservers:\n{}",
-        write(dir.path(), "tls.crt", &server.cert),
-        write(dir.path(), "tls.key", &server.key),
-        write(dir.path(), "clients.pem", &clients.pem),
-        demo_server("demo", "")
-    );
+    let tls = json!({
+        "cert": write(dir.path(), "tls.crt", &server.cert),
+        "key": write(dir.path(), "tls.key", &server.key),
+    });
+    let auth = json!({"client_ca": write(dir.path(), "clients.pem", &clients.pem)});
     let trust = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&ca.pem))
         .domain_name("localhost");
     let with_cert = trust
         .clone()
         .identity(Identity::from_pem(&client_cert.cert, &client_cert.key));
-    let broker = Broker::start_tls(&config, &[], with_cert).await;
+    let broker = Broker::builder()
+        .top("tls", tls)
+        .top("auth", auth)
+        .server(demo("demo"))
+        .tls(with_cert)
+        .start()
+        .await;
     common::wait_health(broker.channel.clone(), "toolbroker.v1.ToolBroker").await;
     assert_eq!(
         broker.text("echo", r#"{"message": "over mTLS"}"#).await,
@@ -300,16 +303,19 @@ async fn the_tls_certificate_is_read_again_on_sighup() {
     let old_ca = Ca::new();
     let dir = tempfile::tempdir().unwrap();
     let old = old_ca.issue(&["localhost"]);
-    let cert_path = write(dir.path(), "tls.crt", &old.cert);
-    let key_path = write(dir.path(), "tls.key", &old.key);
-    let config = format!(
-        "tls: {{cert: {cert_path}, key: {key_path}}}\nservers:\n{}",
-        demo_server("demo", "")
-    );
+    let tls = json!({
+        "cert": write(dir.path(), "tls.crt", &old.cert),
+        "key": write(dir.path(), "tls.key", &old.key),
+    });
     let trust_old = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&old_ca.pem))
         .domain_name("localhost");
-    let broker = Broker::start_tls(&config, &[], trust_old).await;
+    let broker = Broker::builder()
+        .top("tls", tls)
+        .server(demo("demo"))
+        .tls(trust_old)
+        .start()
+        .await;
 
     let new_ca = Ca::new();
     let new = new_ca.issue(&["localhost"]);
@@ -338,11 +344,12 @@ async fn the_tls_certificate_is_read_again_on_sighup() {
 
 #[tokio::test]
 async fn oversized_requests_and_responses_are_resource_exhausted() {
-    let config = format!(
-        "limits: {{max_request_bytes: 2KiB, max_response_bytes: 1KiB}}\nservers:\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let limits = json!({"max_request_bytes": "2KiB", "max_response_bytes": "1KiB"});
+    let broker = Broker::builder()
+        .top("limits", limits)
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let big = format!(r#"{{"message": "{}"}}"#, "x".repeat(4096));
     let request = broker.call("echo", &big).await.unwrap_err();
@@ -373,12 +380,17 @@ async fn oversized_requests_and_responses_are_resource_exhausted() {
 #[tokio::test]
 async fn an_oversized_tool_result_drops_the_session_not_the_broker() {
     let http = HttpServer::demo("streamable-http", None).await;
-    let config = format!(
-        "limits: {{max_request_bytes: 1MiB, max_response_bytes: 1MiB, max_result_bytes: 64KiB}}\nservers:\n{}  - name: remote\n    url: {}\n    prefix: r_\n",
-        demo_server("demo", ""),
-        http.url
-    );
-    let broker = Broker::start(&config).await;
+    let limits = json!({
+        "max_request_bytes": "1MiB",
+        "max_response_bytes": "1MiB",
+        "max_result_bytes": "64KiB",
+    });
+    let broker = Broker::builder()
+        .top("limits", limits)
+        .server(demo("demo"))
+        .server(url_server("remote", &http.url).prefix("r_"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let big = format!(r#"{{"message": "{}"}}"#, "y".repeat(200_000));
     for tool in ["echo", "r_echo"] {
@@ -404,14 +416,11 @@ async fn an_oversized_tool_result_drops_the_session_not_the_broker() {
 
 #[tokio::test]
 async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
-    let config = format!(
-        "servers:\n{}",
-        demo_server(
-            "demo",
-            "    max_concurrent_calls: 1\n    max_queued_calls: 1\n    queue_timeout: 1s\n"
-        )
-    );
-    let broker = Broker::start(&config).await;
+    let one_slot = demo("demo")
+        .set("max_concurrent_calls", 1)
+        .set("max_queued_calls", 1)
+        .set("queue_timeout", "1s");
+    let broker = Broker::builder().server(one_slot).start().await;
     broker.wait_ready().await;
     let sleep = |ms: u64| proto::CallToolRequest {
         name: "sleep".into(),
@@ -460,7 +469,7 @@ async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
 
 #[tokio::test]
 async fn arguments_that_break_the_schema_are_refused_before_they_are_sent() {
-    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let broker = Broker::builder().server(demo("demo")).start().await;
     broker.wait_ready().await;
     for (arguments, hint) in [
         (r#"{"a": 1}"#, r#"arguments: "b" is a required property"#),
@@ -489,15 +498,22 @@ async fn arguments_that_break_the_schema_are_refused_before_they_are_sent() {
 
 #[tokio::test]
 async fn secrets_stay_out_of_logs_and_out_of_servers_environments() {
-    let config = format!(
-        "servers:\n  - name: snoop\n    command: sh\n    args: [-c, 'env >&2; exec \"$0\" demo-server', {bin:?}]\n    env: {{ API_KEY: \"${{API_KEY}}\" }}\n  - name: trusted\n    command: sh\n    args: [-c, 'env >&2; exec \"$0\" demo-server', {bin:?}]\n    inherit_env: true\n    prefix: t_\n  - name: remote\n    url: http://127.0.0.1:9/mcp\n    headers: {{ Authorization: \"Bearer ${{API_KEY}}\" }}\n",
-        bin = toolbroker_bin()
-    );
-    let env = [
-        ("API_KEY", "configured-secret-5d1e"),
-        ("BROKER_DB_PASSWORD", "broker-secret-0c4a"),
-    ];
-    let broker = Broker::start_with_env(&config, &[env[0], env[1], ("RUST_LOG", "debug")]).await;
+    let broker = Broker::builder()
+        .server(demo_after("snoop", "env >&2").set("env", json!({"API_KEY": "${API_KEY}"})))
+        .server(
+            demo_after("trusted", "env >&2")
+                .set("inherit_env", true)
+                .prefix("t_"),
+        )
+        .server(
+            url_server("remote", "http://127.0.0.1:9/mcp")
+                .set("headers", json!({"Authorization": "Bearer ${API_KEY}"})),
+        )
+        .env("API_KEY", "configured-secret-5d1e")
+        .env("BROKER_DB_PASSWORD", "broker-secret-0c4a")
+        .env("RUST_LOG", "debug")
+        .start()
+        .await;
     broker.wait_ready().await;
     let stderr_of = |server: &str| -> Vec<String> {
         broker
