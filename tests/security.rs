@@ -316,6 +316,9 @@ async fn the_tls_certificate_is_read_again_on_sighup() {
         .tls(trust_old)
         .start()
         .await;
+    // The broker logs `listening` before it handles SIGHUP, whose default action ends it: a
+    // SIGHUP sent at once can kill it. Ready comes later, as in the other SIGHUP tests.
+    broker.wait_ready().await;
 
     let new_ca = Ca::new();
     let new = new_ca.issue(&["localhost"]);
