@@ -126,6 +126,7 @@ impl Builder {
         self
     }
 
+    /// Changes the config built as data (a text or a command line of the test's own has none).
     fn edit(mut self, change: impl FnOnce(Config) -> Config) -> Self {
         let Source::Data(config) = self.source else {
             panic!("servers and settings go into a config built as data");
