@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::{process::Command as StdCommand, time::Duration};
+use std::process::Command as StdCommand;
 
-use common::{Broker, alive, children, toolbroker_bin};
+use common::{Broker, children, demo, demo_after, toolbroker_bin, wait_gone};
 
 fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -101,9 +101,7 @@ fn serve_with_a_bad_config_exits_2_without_listening() {
 
 #[tokio::test]
 async fn serve_without_a_config_serves_the_demo_tools() {
-    let mut command = tokio::process::Command::new(toolbroker_bin());
-    command.args(["--listen", "127.0.0.1:0", "--log-format", "json"]);
-    let broker = Broker::spawn(command, tempfile::tempdir().unwrap()).await;
+    let broker = Broker::builder().without_config().start().await;
     broker.wait_ready().await;
     let echo = broker.call("echo", r#"{"message": "demo"}"#).await.unwrap();
     assert_eq!((echo.text.as_str(), echo.server.as_str()), ("demo", "demo"));
@@ -112,12 +110,11 @@ async fn serve_without_a_config_serves_the_demo_tools() {
 #[tokio::test]
 async fn sigterm_stops_the_broker_and_every_process_it_started() {
     // The second server starts a grandchild, as `npx` does: it must not outlive the broker.
-    let config = format!(
-        "servers:\n{}  - name: parent\n    command: sh\n    args: [-c, 'sleep 300 & exec \"$0\" demo-server', {bin:?}]\n",
-        common::demo_server("demo", ""),
-        bin = toolbroker_bin()
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(demo("demo"))
+        .server(demo_after("parent", "sleep 300 &"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let servers = children(broker.pid());
     assert_eq!(servers.len(), 2, "one process per server: {servers:?}");
@@ -126,15 +123,8 @@ async fn sigterm_stops_the_broker_and_every_process_it_started() {
 
     let status = broker.terminate().await;
     assert!(status.success(), "exit status {status:?}");
+    // A killed process can take a moment to be torn down.
     for pid in servers.iter().chain(&grandchildren) {
-        // A killed process can take a moment to be torn down; there is no event to wait on
-        // for a process that is not ours, so poll its state with a deadline.
-        let gone = tokio::time::timeout(Duration::from_secs(5), async {
-            while alive(*pid) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-        assert!(gone.is_ok(), "process {pid} outlived the broker");
+        wait_gone(*pid).await;
     }
 }

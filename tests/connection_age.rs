@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Broker, demo_server};
+use common::{Broker, WAIT, Watch, demo};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -28,14 +28,13 @@ async fn counting_channel(broker: &Broker) -> (Channel, Arc<AtomicUsize>) {
     (channel, connections)
 }
 
-/// Calls ListTools every 100 ms for `period`. A tonic client does not retry a call that raced
-/// the connection's GOAWAY ("transport error": the broker never saw it) the way grpc-go, grpcio
-/// and grpc-js do, so such a call is retried once here; any other failure fails the test.
+/// Calls ListTools every 100 ms until `done` says so. A tonic client does not retry a call that
+/// raced the connection's GOAWAY ("transport error": the broker never saw it) the way grpc-go,
+/// grpcio and grpc-js do, so such a call is retried once here; any other failure fails the test.
 /// Returns how many calls needed that retry.
-async fn keep_calling(client: &mut ToolBrokerClient<Channel>, period: Duration) -> usize {
-    let end = Instant::now() + period;
+async fn keep_calling(client: &mut ToolBrokerClient<Channel>, done: impl Fn() -> bool) -> usize {
     let (mut calls, mut retried) = (0, 0);
-    while Instant::now() < end {
+    while !done() {
         let mut attempt = client.list_tools(proto::ListToolsRequest::default()).await;
         if matches!(&attempt, Err(status) if status.message() == "transport error") {
             retried += 1;
@@ -49,76 +48,65 @@ async fn keep_calling(client: &mut ToolBrokerClient<Channel>, period: Duration) 
     retried
 }
 
-fn aged_config() -> String {
-    format!(
-        "max_connection_age: 1s\nmax_connection_age_grace: 1s\nservers:\n{}",
-        demo_server("demo", "")
-    )
+/// A broker with one demo server whose client connections live 1 s, then 1 s of grace.
+async fn aged_broker() -> Broker {
+    let broker = Broker::builder()
+        .top("max_connection_age", "1s")
+        .top("max_connection_age_grace", "1s")
+        .server(demo("demo"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    broker
 }
 
 #[tokio::test]
 async fn old_connections_are_closed_and_clients_reconnect_without_failed_calls() {
-    let broker = Broker::start(&aged_config()).await;
-    broker.wait_ready().await;
+    let broker = aged_broker().await;
     let (channel, connections) = counting_channel(&broker).await;
-    let retried = keep_calling(
-        &mut ToolBrokerClient::new(channel),
-        Duration::from_millis(3500),
-    )
-    .await;
+    // Calls on until the client has had to reconnect twice: calls ran across two GOAWAYs.
+    let reconnected_twice = || connections.load(Ordering::SeqCst) >= 3;
+    let mut client = ToolBrokerClient::new(channel);
+    let calling = keep_calling(&mut client, reconnected_twice);
+    let retried = tokio::time::timeout(WAIT, calling)
+        .await
+        .unwrap_or_else(|_| panic!("no second reconnection within {WAIT:?} with age 1 s"));
     let opened = connections.load(Ordering::SeqCst);
-    assert!(
-        opened >= 2,
-        "3.5 s of calls with max_connection_age 1s used {opened} connection(s)"
-    );
     eprintln!("{opened} connections; {retried} call(s) raced a GOAWAY and were retried");
 }
 
 #[tokio::test]
 async fn a_watch_stream_runs_on_for_the_grace_then_ends() {
-    let broker = Broker::start(&aged_config()).await;
-    broker.wait_ready().await;
+    let broker = aged_broker().await;
+    // Before the connection opens: the age counts from then at the earliest.
+    let started = Instant::now();
     // Its own connection: tonic sends new calls on a connection that got GOAWAY while a stream
     // keeps it open, and they fail (see README, Deploy); other gRPC clients open a new one.
     let (channel, _) = counting_channel(&broker).await;
-    let started = Instant::now();
-    let mut watch = ToolBrokerClient::new(channel)
-        .watch(proto::WatchRequest::default())
+    let mut watch = Watch::open(ToolBrokerClient::new(channel), &[])
         .await
-        .expect("Watch")
-        .into_inner();
-    let snapshot = watch.message().await.expect("snapshot").expect("open");
-    assert!(snapshot.event.is_some());
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Ok(Some(_)) = watch.message().await {}
-    })
-    .await;
+        .expect("Watch");
+    watch.snapshot().await;
+    watch.end().await;
     let after = started.elapsed();
-    assert!(ended.is_ok(), "the Watch stream still runs after 10 s");
     assert!(
-        after >= Duration::from_millis(1900) && after <= Duration::from_secs(6),
-        "Watch ended after {after:?}; expected about 2 s (age 1 s + grace 1 s)"
+        after >= Duration::from_millis(1900),
+        "Watch ended after {after:?}; not before 2 s (age 1 s + grace 1 s)"
     );
 }
 
 #[tokio::test]
 async fn without_max_connection_age_one_connection_serves_every_call() {
-    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let broker = Broker::builder().server(demo("demo")).start().await;
     broker.wait_ready().await;
     let (channel, connections) = counting_channel(&broker).await;
     let mut client = ToolBrokerClient::new(channel);
-    let mut watch = client
-        .watch(proto::WatchRequest::default())
-        .await
-        .expect("Watch")
-        .into_inner();
-    watch.message().await.expect("snapshot").expect("open");
+    let mut watch = Watch::open(client.clone(), &[]).await.expect("Watch");
+    watch.snapshot().await;
 
-    let retried = keep_calling(&mut client, Duration::from_millis(2500)).await;
+    // Longer than an age of 1 s and its grace would last: nothing is closed.
+    let end = Instant::now() + Duration::from_millis(2500);
+    let retried = keep_calling(&mut client, || Instant::now() >= end).await;
     assert_eq!((connections.load(Ordering::SeqCst), retried), (1, 0));
-    let still_open = tokio::time::timeout(Duration::from_millis(200), watch.message()).await;
-    assert!(
-        still_open.is_err(),
-        "the Watch stream stays open: {still_open:?}"
-    );
+    watch.stays_quiet_for(Duration::from_millis(200)).await;
 }

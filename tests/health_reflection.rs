@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Broker, demo_server};
+use common::{Broker, Server, command, demo};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
@@ -19,15 +19,17 @@ async fn health(broker: &Broker, service: &str) -> ServingStatus {
     response.status()
 }
 
-const WITH_A_BROKEN_SERVER: &str = "  - name: ghost\n    command: /nonexistent/server\n";
+/// A server that cannot start.
+fn ghost() -> Server {
+    command("ghost", "/nonexistent/server", &[])
+}
 
 #[tokio::test]
 async fn health_reports_the_process_the_broker_and_each_server() {
-    let broker = Broker::start(&format!(
-        "servers:\n{}{WITH_A_BROKEN_SERVER}",
-        demo_server("demo", "")
-    ))
-    .await;
+    let broker = Broker::builder()
+        .servers([demo("demo"), ghost()])
+        .start()
+        .await;
     broker.wait_ready().await;
     assert_eq!(health(&broker, "").await, ServingStatus::Serving);
     assert_eq!(
@@ -46,11 +48,11 @@ async fn health_reports_the_process_the_broker_and_each_server() {
 
 #[tokio::test]
 async fn readiness_all_waits_for_every_server() {
-    let config = format!(
-        "readiness: all\nservers:\n{}{WITH_A_BROKEN_SERVER}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .top("readiness", "all")
+        .servers([demo("demo"), ghost()])
+        .start()
+        .await;
     common::wait_health(broker.channel.clone(), "toolbroker.server.demo").await;
     broker
         .wait_for_state("ghost", toolbroker::proto::ServerState::Failed)
@@ -64,7 +66,7 @@ async fn readiness_all_waits_for_every_server() {
 #[tokio::test]
 async fn reflection_v1_and_v1alpha_list_every_service() {
     use tokio_stream::StreamExt as _;
-    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let broker = Broker::builder().server(demo("demo")).start().await;
 
     use tonic_reflection::pb::v1::{
         ServerReflectionRequest, server_reflection_client::ServerReflectionClient,

@@ -2,22 +2,24 @@
 
 mod common;
 
-use common::{Broker, demo_server, everything_server, names};
+use common::{Broker, demo, everything, names};
+use serde_json::json;
 use toolbroker::proto::{self, ServerState};
 
-const EVERYTHING_ALLOWED: &str =
-    "    tools: [echo, get-sum, get-tiny-image, get-structured-content, get-resource-links]\n";
-
+/// A ready broker with the demo (prefix `demo_`) and five tools of server-everything (`ev_`).
 async fn two_server_broker() -> Broker {
-    let config = format!(
-        "servers:\n{}{}",
-        demo_server("demo", "    prefix: demo_\n"),
-        everything_server(
-            "everything",
-            &format!("    prefix: ev_\n{EVERYTHING_ALLOWED}")
-        )
-    );
-    let broker = Broker::start(&config).await;
+    let allowed = json!([
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "get-structured-content",
+        "get-resource-links"
+    ]);
+    let broker = Broker::builder()
+        .server(demo("demo").prefix("demo_"))
+        .server(everything("everything").prefix("ev_").set("tools", allowed))
+        .start()
+        .await;
     broker.wait_ready().await;
     broker
 }
@@ -153,12 +155,11 @@ async fn list_servers_reports_each_server_ready_with_its_tool_count() {
 
 #[tokio::test]
 async fn the_first_listed_server_wins_a_name_collision() {
-    let config = format!(
-        "servers:\n{}{}",
-        everything_server("everything", "    tools: [echo]\n"),
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(everything("everything").set("tools", json!(["echo"])))
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let tools = broker.tools().await.tools;
     let echo = tools.iter().find(|t| t.name == "echo").unwrap();
@@ -181,14 +182,8 @@ async fn the_first_listed_server_wins_a_name_collision() {
 
 #[tokio::test]
 async fn every_page_of_tools_list_is_followed() {
-    let config = format!(
-        "servers:\n{}",
-        demo_server("demo", "").replace(
-            "args: [demo-server]",
-            "args: [demo-server, --extra-tools, '150', --page-size, '20']"
-        )
-    );
-    let broker = Broker::start(&config).await;
+    let paged = demo("demo").args(["--extra-tools", "150", "--page-size", "20"]);
+    let broker = Broker::builder().server(paged).start().await;
     broker.wait_ready().await;
     let tools = broker.tools().await.tools;
     let synthetic = tools

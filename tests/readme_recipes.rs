@@ -84,22 +84,18 @@ fn recipes(document: &str) -> Vec<Group> {
 
 async fn start(group: &Group) -> Broker {
     let broker = match &group.config {
-        None => {
-            let mut command = tokio::process::Command::new(toolbroker_bin());
-            command.args(["--listen", "127.0.0.1:0", "--log-format", "json"]);
-            Broker::spawn(command, tempfile::tempdir().unwrap()).await
-        }
+        None => Broker::builder().without_config(),
         Some(config) => {
+            // The README's own text: only the program it names is made ours.
             let bin = toolbroker_bin();
             let config = config.replace("command: toolbroker", &format!("command: {bin:?}"));
-            let env: Vec<(&str, &str)> = group
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            Broker::start_with_env(&config, &env).await
+            let env = group.env.iter();
+            env.fold(Broker::builder().config_text(&config), |broker, (k, v)| {
+                broker.env(k, v)
+            })
         }
     };
+    let broker = broker.start().await;
     broker.wait_ready().await;
     broker
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{Broker, WAIT, demo_server};
+use common::{Broker, Config, WAIT, demo};
 use nix::sys::signal::Signal;
 use toolbroker::proto::{self, ServerState, watch_event::Event};
 
@@ -19,21 +19,15 @@ fn rewrite(broker: &Broker, text: &str) {
 
 #[tokio::test]
 async fn editing_the_file_applies_only_the_difference() {
-    let before = format!(
-        "servers:\n{}{}{}",
-        demo_server("keep", "    prefix: k_\n"),
-        demo_server("gone", "    prefix: g_\n"),
-        demo_server("changed", "    prefix: c_\n"),
-    );
-    let broker = Broker::start(&before).await;
+    let broker = Broker::builder()
+        .server(demo("keep").prefix("k_"))
+        .server(demo("gone").prefix("g_"))
+        .server(demo("changed").prefix("c_"))
+        .start()
+        .await;
     broker.wait_ready().await;
-    let mut stream = broker
-        .client
-        .clone()
-        .watch(proto::WatchRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let mut watch = broker.watch(&[]).await;
+    watch.snapshot().await;
     let mut client = broker.client.clone();
     let in_flight = tokio::spawn(async move {
         let request = proto::CallToolRequest {
@@ -52,13 +46,11 @@ async fn editing_the_file_applies_only_the_difference() {
         })
         .await;
 
-    let after = format!(
-        "servers:\n{}{}{}",
-        demo_server("keep", "    prefix: k_\n"),
-        demo_server("changed", "    prefix: c_\n    timeout: 20s\n"),
-        demo_server("new", "    prefix: n_\n"),
-    );
-    rewrite(&broker, &after);
+    let after = Config::new()
+        .server(demo("keep").prefix("k_"))
+        .server(demo("changed").prefix("c_").set("timeout", "20s"))
+        .server(demo("new").prefix("n_"));
+    rewrite(&broker, &after.text());
     let reloaded = broker
         .wait_for_log("the reload", |l| l["message"] == "config reloaded")
         .await;
@@ -83,12 +75,7 @@ async fn editing_the_file_applies_only_the_difference() {
             .get("changed")
             .is_some_and(|s| s.contains(&ServerState::Ready)))
     {
-        let event = tokio::time::timeout(WAIT, stream.message())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        match event.event {
+        match watch.next().await.event {
             Some(Event::ServerStatus(status)) => {
                 if status.name == "gone" {
                     gone_message = status.message.clone();
@@ -142,8 +129,9 @@ async fn editing_the_file_applies_only_the_difference() {
 
 #[tokio::test]
 async fn an_invalid_file_changes_nothing_and_says_why() {
-    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let broker = Broker::builder().server(demo("demo")).start().await;
     broker.wait_ready().await;
+    // Text, as a person would mistype it.
     rewrite(&broker, "servers:\n  - name: demo\n    comand: typo\n");
     let path = broker.config_path().display().to_string();
     broker
@@ -166,7 +154,7 @@ async fn an_invalid_file_changes_nothing_and_says_why() {
 
 #[tokio::test]
 async fn sighup_reloads_even_an_unchanged_file() {
-    let broker = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let broker = Broker::builder().server(demo("demo")).start().await;
     broker.wait_ready().await;
     broker.signal(Signal::SIGHUP);
     let reloaded = broker

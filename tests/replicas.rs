@@ -3,36 +3,31 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::{
-    Broker, WAIT, alive, children, demo_server, demo_server_with_args, names, sleep_request,
+    Broker, Server, WAIT, Watch, alive, children, demo, names, sleep_request, stderr_says,
 };
-use tonic::{Code, Streaming};
-use toolbroker::proto::{self, ServerState, watch_event::Event};
+use tonic::Code;
+use toolbroker::proto::{self, ServerState};
 
-/// Starts a broker with one server `demo` whose entry ends with `extra`, and waits until all
-/// `replicas` of it are ready.
-async fn broker_with(args: &[&str], replicas: usize, extra: &str) -> Broker {
-    let extra = format!("    replicas: {replicas}\n{extra}");
-    let broker = Broker::start(&format!(
-        "servers:\n{}",
-        demo_server_with_args("demo", args, &extra)
-    ))
-    .await;
+/// Starts a broker with `server` run as `replicas`, and waits until all of them are ready.
+async fn replicated(server: Server, replicas: usize) -> Broker {
+    let server = server.set("replicas", replicas);
+    let name = server.name().to_owned();
+    let broker = Broker::builder().server(server).start().await;
     // One replica shows its own condition, as a server without replicas does.
     let all = format!("{replicas} of {replicas} replicas ready");
     broker
-        .wait_for_status("demo", &all, |s| {
+        .wait_for_status(&name, &all, |s| {
             s.state() == ServerState::Ready && (replicas == 1 || s.message.starts_with(&all))
         })
         .await;
     broker
 }
 
-/// Sends `count` sleep calls at once and returns how long the last took to answer.
-async fn sleep_together(broker: &Broker, count: usize, ms: u64) -> Duration {
-    let started = Instant::now();
+/// Sends `count` sleep calls of `ms` at once, waits until each has answered without error and
+/// its end is in the log, and returns the demo's `sleep started` and `sleep finished` lines
+/// (as "started" and "finished") in the order the broker logged them.
+async fn sleep_together(broker: &Broker, count: usize, ms: u64) -> Vec<&'static str> {
     let calls = (0..count).map(|_| {
         let mut client = broker.client.clone();
         async move { client.call_tool(sleep_request(ms)).await }
@@ -44,51 +39,52 @@ async fn sleep_together(broker: &Broker, count: usize, ms: u64) -> Duration {
         let answer = answer.expect("sleep").into_inner();
         assert!(!answer.is_error, "{answer:?}");
     }
-    started.elapsed()
-}
-
-/// The next status of the watched server, skipping tool events.
-async fn next_status(stream: &mut Streaming<proto::WatchEvent>) -> proto::ServerStatus {
-    loop {
-        let event = tokio::time::timeout(WAIT, stream.message())
-            .await
-            .expect("a status in time")
-            .expect("watch stream")
-            .expect("watch stream open");
-        match event.event {
-            Some(Event::Snapshot(snapshot)) => return snapshot.servers[0].clone(),
-            Some(Event::ServerStatus(status)) => return status,
-            _ => continue,
-        }
-    }
+    // The answer can overtake the stderr line written before it.
+    let finished = stderr_says("sleep finished");
+    broker
+        .wait_for_logs("sleep finished", count, &finished)
+        .await;
+    let started = stderr_says("sleep started");
+    let lines = broker.logs();
+    lines
+        .iter()
+        .filter_map(|line| {
+            if started(line) {
+                Some("started")
+            } else if finished(line) {
+                Some("finished")
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// Follows the server's statuses until one `matches`, asserting each one is READY.
 async fn stays_ready_until(
-    stream: &mut Streaming<proto::WatchEvent>,
+    watch: &mut Watch,
     what: &str,
     matches: impl Fn(&proto::ServerStatus) -> bool,
 ) -> proto::ServerStatus {
-    loop {
-        let status = next_status(stream).await;
-        assert_eq!(
-            status.state(),
-            ServerState::Ready,
-            "waiting for {what}: {status:?}"
-        );
-        if matches(&status) {
-            return status;
-        }
-    }
+    watch
+        .status_until(what, |status| {
+            assert_eq!(
+                status.state(),
+                ServerState::Ready,
+                "waiting for {what}: {status:?}"
+            );
+            matches(status)
+        })
+        .await
 }
 
 #[tokio::test]
 async fn three_replicas_run_three_processes_and_list_each_tool_once() {
-    let broker = broker_with(&[], 3, "").await;
+    let broker = replicated(demo("demo"), 3).await;
     let replicas = children(broker.pid());
     assert_eq!(replicas.len(), 3, "children of the broker: {replicas:?}");
 
-    let single = Broker::start(&format!("servers:\n{}", demo_server("demo", ""))).await;
+    let single = Broker::builder().server(demo("demo")).start().await;
     single.wait_ready().await;
     let listed = broker.tools().await.tools;
     assert_eq!(names(&listed), names(&single.tools().await.tools));
@@ -99,40 +95,39 @@ async fn three_replicas_run_three_processes_and_list_each_tool_once() {
 
 #[tokio::test]
 async fn a_serial_server_runs_one_call_at_a_time() {
-    // The control for the test below: without replicas, calls queue in the server.
-    let broker = broker_with(&["--serial"], 1, "").await;
-    let took = sleep_together(&broker, 3, 200).await;
-    assert!(
-        took >= Duration::from_millis(600),
-        "3 × 200 ms took {took:?}"
+    // The control for the test below: without replicas, calls queue in the server. One process
+    // writes these lines, so their order is the order things happened in.
+    let broker = replicated(demo("demo").args(["--serial"]), 1).await;
+    let lines = sleep_together(&broker, 3, 300).await;
+    assert_eq!(
+        lines,
+        ["started", "finished"].repeat(3),
+        "each call starts after the one before it finished"
     );
 }
 
 #[tokio::test]
 async fn serial_replicas_run_calls_side_by_side() {
-    let broker = broker_with(&["--serial"], 4, "").await;
-    let took = sleep_together(&broker, 4, 300).await;
-    // One at a time would take 1.2 s: each call had a replica to itself.
-    assert!(
-        took < Duration::from_millis(900),
-        "4 × 300 ms took {took:?}"
+    let broker = replicated(demo("demo").args(["--serial"]), 4).await;
+    // One at a time, the second call would start only when the first finished, 3 s later:
+    // each call had a replica to itself if all four started before any finished. (Only calls
+    // sent at once but started 3 s apart could fail this wrongly.)
+    let lines = sleep_together(&broker, 4, 3000).await;
+    assert_eq!(
+        lines,
+        ["started"; 4]
+            .into_iter()
+            .chain(["finished"; 4])
+            .collect::<Vec<_>>(),
+        "all four calls run at once"
     );
 }
 
 #[tokio::test]
 async fn a_killed_replica_comes_back_while_the_others_serve() {
-    let broker = broker_with(&[], 3, "    backoff_initial: 1s\n").await;
-    let request = proto::WatchRequest {
-        servers: vec!["demo".into()],
-    };
-    let mut watch = broker
-        .client
-        .clone()
-        .watch(request)
-        .await
-        .unwrap()
-        .into_inner();
-    next_status(&mut watch).await;
+    let broker = replicated(demo("demo").set("backoff_initial", "1s"), 3).await;
+    let mut watch = broker.watch(&["demo"]).await;
+    watch.next_status().await;
     // One call on each replica (the least busy gets the next), then one replica dies.
     let calls: Vec<_> = (0..3)
         .map(|_| {
@@ -141,11 +136,7 @@ async fn a_killed_replica_comes_back_while_the_others_serve() {
         })
         .collect();
     broker
-        .wait_for_logs("sleep started", 3, |l| {
-            l["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("sleep started"))
-        })
+        .wait_for_logs("sleep started", 3, stderr_says("sleep started"))
         .await;
     let killed = broker.kill_child();
 

@@ -3,16 +3,16 @@
 
 mod common;
 
-use common::{Broker, demo_server};
+use common::{Broker, command, demo};
 use toolbroker::proto::ServerState;
 
 #[tokio::test]
 async fn a_missing_command_fails_with_a_reason_while_others_serve() {
-    let config = format!(
-        "servers:\n  - name: ghost\n    command: /nonexistent/mcp-server\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(command("ghost", "/nonexistent/mcp-server", &[]))
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let ghost = broker.wait_for_state("ghost", ServerState::Failed).await;
     assert_eq!(ghost.state(), ServerState::Failed);
@@ -30,11 +30,15 @@ async fn a_missing_command_fails_with_a_reason_while_others_serve() {
 
 #[tokio::test]
 async fn a_server_that_exits_at_once_fails_with_its_status_and_stderr() {
-    let config = format!(
-        "servers:\n  - name: quitter\n    command: sh\n    args: [-c, 'echo missing API key >&2; exit 7']\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(command(
+            "quitter",
+            "sh",
+            &["-c", "echo missing API key >&2; exit 7"],
+        ))
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let quitter = broker.wait_for_state("quitter", ServerState::Failed).await;
     assert_eq!(quitter.state(), ServerState::Failed);
@@ -59,11 +63,11 @@ async fn a_server_that_exits_at_once_fails_with_its_status_and_stderr() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_fails_after_init_timeout() {
-    let config = format!(
-        "servers:\n  - name: mute\n    command: sleep\n    args: ['600']\n    init_timeout: 1s\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(command("mute", "sleep", &["600"]).set("init_timeout", "1s"))
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let mute = broker.wait_for_state("mute", ServerState::Failed).await;
     assert_eq!(mute.state(), ServerState::Failed);

@@ -1,11 +1,11 @@
 //! One trace across agent → broker → MCP server, exported over OTLP to a collector of the test's
-//! own; the context in `_meta` and HTTP headers; and Prometheus metrics that count what was done.
+//! own; and the context in `_meta` and HTTP headers. Metrics are in metrics.rs.
 
 mod common;
 
 use std::collections::HashMap;
 
-use common::{Broker, WAIT, demo_server, servers::HttpServer};
+use common::{Broker, Builder, WAIT, demo, servers::HttpServer, url_server};
 use opentelemetry_proto::tonic::{
     collector::trace::v1::{
         ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -163,24 +163,23 @@ fn traced_call(name: &str) -> tonic::Request<proto::CallToolRequest> {
     request
 }
 
-fn otlp_env(endpoint: &str, protocol: &'static str) -> Vec<(&'static str, String)> {
-    vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_owned()),
+/// A broker builder exporting spans to `endpoint` over `protocol`.
+fn exporting(endpoint: &str, protocol: &str) -> Builder {
+    Broker::builder()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         // Export within 100 ms instead of the default 5 s.
-        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
-    ]
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
 }
 
-async fn traced_broker(env: &[(&'static str, String)]) -> Broker {
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+/// Starts `builder` with a demo server that sees the OTEL_* variables, and waits until ready.
+async fn traced_broker(builder: Builder) -> Broker {
     // The demo server exports its own span only if it sees the OTEL_* variables: children get a
     // minimal environment unless they inherit the broker's.
-    let config = format!(
-        "servers:\n{}",
-        demo_server("demo", "    inherit_env: true\n")
-    );
-    let broker = Broker::start_with_env(&config, &env).await;
+    let broker = builder
+        .server(demo("demo").set("inherit_env", true))
+        .start()
+        .await;
     broker.wait_ready().await;
     broker
 }
@@ -188,7 +187,7 @@ async fn traced_broker(env: &[(&'static str, String)]) -> Broker {
 #[tokio::test]
 async fn one_trace_spans_agent_broker_and_mcp_server() {
     let (endpoint, mut spans) = grpc_collector().await;
-    let broker = traced_broker(&otlp_env(&endpoint, "grpc")).await;
+    let broker = traced_broker(exporting(&endpoint, "grpc")).await;
     let response = broker
         .client
         .clone()
@@ -275,14 +274,12 @@ async fn one_trace_spans_agent_broker_and_mcp_server() {
 #[tokio::test]
 async fn tool_errors_and_recorded_arguments_show_on_spans_over_otlp_http() {
     let (endpoint, mut spans) = http_collector().await;
-    let mut env = otlp_env(&endpoint, "http/protobuf");
-    env.push(("OTEL_SERVICE_NAME", "broker-under-test".into()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let config = format!(
-        "record_arguments: true\nservers:\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start_with_env(&config, &env).await;
+    let broker = exporting(&endpoint, "http/protobuf")
+        .env("OTEL_SERVICE_NAME", "broker-under-test")
+        .top("record_arguments", true)
+        .server(demo("demo"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let mut request = traced_call("fail");
     request.get_mut().arguments_json = r#"{"message": "no disk"}"#.into();
@@ -314,12 +311,11 @@ async fn tool_errors_and_recorded_arguments_show_on_spans_over_otlp_http() {
 #[tokio::test]
 async fn without_otlp_the_callers_context_reaches_the_server_in_meta_and_headers() {
     let http = HttpServer::demo("streamable-http", None).await;
-    let config = format!(
-        "servers:\n{}  - name: remote\n    url: {}\n    prefix: r_\n",
-        demo_server("demo", ""),
-        http.url
-    );
-    let broker = Broker::start(&config).await;
+    let broker = Broker::builder()
+        .server(demo("demo"))
+        .server(url_server("remote", &http.url).prefix("r_"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let caller = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
     for tool in ["echo_meta", "r_echo_meta"] {
@@ -354,9 +350,8 @@ async fn without_otlp_the_callers_context_reaches_the_server_in_meta_and_headers
 #[tokio::test]
 async fn nothing_is_exported_when_otlp_is_disabled() {
     let (endpoint, spans) = grpc_collector().await;
-    let mut env = otlp_env(&endpoint, "grpc");
-    env.push(("OTEL_SDK_DISABLED", "true".into()));
-    let broker = traced_broker(&env).await;
+    let disabled = exporting(&endpoint, "grpc").env("OTEL_SDK_DISABLED", "true");
+    let broker = traced_broker(disabled).await;
     broker
         .client
         .clone()
@@ -370,123 +365,4 @@ async fn nothing_is_exported_when_otlp_is_disabled() {
         "spans arrived: {:#?}",
         spans.borrow()
     );
-}
-
-/// The value of one Prometheus sample, found by its name and labels.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter(|l| l[name.len()..].starts_with(['{', ' ']))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-#[tokio::test]
-async fn metrics_count_what_was_done() {
-    let config = format!(
-        "metrics_listen: 127.0.0.1:0\nservers:\n{}",
-        demo_server("demo", "")
-    );
-    let broker = Broker::start(&config).await;
-    broker.wait_ready().await;
-    let line = broker
-        .wait_for_log("the metrics address", |l| {
-            l["message"] == "metrics listening"
-        })
-        .await;
-    let url = format!("http://{}/metrics", line["addr"].as_str().unwrap());
-    for _ in 0..3 {
-        broker.text("echo", r#"{"message": "m"}"#).await;
-    }
-    assert!(broker.call("fail", "{}").await.unwrap().is_error);
-    assert!(broker.call("nope", "{}").await.is_err());
-    let _watch = broker
-        .client
-        .clone()
-        .watch(proto::WatchRequest::default())
-        .await
-        .unwrap();
-
-    toolbroker::upstream::install_tls_provider();
-    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
-    let op = "mcp_client_operation_duration_seconds_count";
-    assert_eq!(
-        sample(&text, op, &[("gen_ai_tool_name", "echo")]),
-        Some(3.0),
-        "{text}"
-    );
-    assert_eq!(
-        sample(
-            &text,
-            op,
-            &[("gen_ai_tool_name", "fail"), ("error_type", "tool_error")]
-        ),
-        Some(1.0)
-    );
-    let rpc = "rpc_server_call_duration_seconds_count";
-    assert_eq!(
-        sample(
-            &text,
-            rpc,
-            &[("rpc_method", "CallTool"), ("rpc_grpc_status_code", "Ok")]
-        ),
-        Some(4.0)
-    );
-    assert_eq!(
-        sample(
-            &text,
-            rpc,
-            &[
-                ("rpc_method", "CallTool"),
-                ("rpc_grpc_status_code", "NotFound")
-            ]
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        sample(
-            &text,
-            "toolbroker_server_state",
-            &[("toolbroker_server", "demo"), ("state", "ready")]
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        sample(
-            &text,
-            "toolbroker_server_state",
-            &[("toolbroker_server", "demo"), ("state", "failed")]
-        ),
-        Some(0.0)
-    );
-    assert_eq!(
-        sample(
-            &text,
-            "toolbroker_server_tools",
-            &[("toolbroker_server", "demo")]
-        ),
-        Some(11.0)
-    );
-    assert_eq!(
-        sample(
-            &text,
-            "toolbroker_calls_in_flight",
-            &[("toolbroker_server", "demo")]
-        ),
-        Some(0.0)
-    );
-    assert_eq!(
-        sample(&text, "toolbroker_watch_subscribers", &[]),
-        Some(1.0)
-    );
-    assert!(sample(&text, "toolbroker_catalog_revision", &[]).is_some_and(|r| r > 0.0));
-    assert!(
-        sample(&text, "process_resident_memory_bytes", &[]).is_some_and(|b| b > 1e6),
-        "{text}"
-    );
-    assert!(text.contains("# TYPE mcp_client_operation_duration_seconds histogram"));
 }

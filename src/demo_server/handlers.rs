@@ -155,6 +155,7 @@ pub(super) async fn sleep(
             }
         }
     }
+    tracing::info!(tool = "sleep", ms = args.ms, "sleep finished");
     text_result(format!("slept {} ms", args.ms))
 }
 

@@ -1,0 +1,163 @@
+//! Hostile and broken input that the broker refuses without harm: oversized messages and
+//! results, a full queue, and arguments that break the tool's schema.
+
+mod common;
+
+use common::{Broker, demo, servers::HttpServer, url_server};
+use serde_json::json;
+use tonic::Code;
+use toolbroker::proto;
+
+#[tokio::test]
+async fn oversized_requests_and_responses_are_resource_exhausted() {
+    let limits = json!({"max_request_bytes": "2KiB", "max_response_bytes": "1KiB"});
+    let broker = Broker::builder()
+        .top("limits", limits)
+        .server(demo("demo"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let big = format!(r#"{{"message": "{}"}}"#, "x".repeat(4096));
+    let request = broker.call("echo", &big).await.unwrap_err();
+    assert_eq!(request.code(), Code::ResourceExhausted, "{request:?}");
+    assert!(
+        request.message().contains("max_request_bytes"),
+        "{}",
+        request.message()
+    );
+    let listed = broker
+        .client
+        .clone()
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(listed.code(), Code::ResourceExhausted);
+    assert!(
+        listed.message().contains("max_response_bytes"),
+        "{}",
+        listed.message()
+    );
+    assert_eq!(
+        broker.text("echo", r#"{"message": "small"}"#).await,
+        "small"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_tool_result_drops_the_session_not_the_broker() {
+    let http = HttpServer::demo("streamable-http", None).await;
+    let limits = json!({
+        "max_request_bytes": "1MiB",
+        "max_response_bytes": "1MiB",
+        "max_result_bytes": "64KiB",
+    });
+    let broker = Broker::builder()
+        .top("limits", limits)
+        .server(demo("demo"))
+        .server(url_server("remote", &http.url).prefix("r_"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let big = format!(r#"{{"message": "{}"}}"#, "y".repeat(200_000));
+    for tool in ["echo", "r_echo"] {
+        let status = broker.call(tool, &big).await.unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted, "{tool}: {status:?}");
+        assert!(
+            status.message().contains("max_result_bytes"),
+            "{tool}: {}",
+            status.message()
+        );
+    }
+    // Over stdio the session was dropped and comes back; over HTTP it never went.
+    let back = broker
+        .call_when_ready("demo", "echo", r#"{"message": "back"}"#)
+        .await;
+    assert_eq!(back.text, "back");
+    assert_eq!(
+        broker.text("r_echo", r#"{"message": "still"}"#).await,
+        "still"
+    );
+    assert!(broker.server("demo").await.restarts >= 1);
+}
+
+#[tokio::test]
+async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
+    let one_slot = demo("demo")
+        .set("max_concurrent_calls", 1)
+        .set("max_queued_calls", 1)
+        .set("queue_timeout", "1s");
+    let broker = Broker::builder().server(one_slot).start().await;
+    broker.wait_ready().await;
+    let sleep = |ms: u64| proto::CallToolRequest {
+        name: "sleep".into(),
+        arguments_json: format!(r#"{{"ms": {ms}}}"#),
+        ..Default::default()
+    };
+    let running = tokio::spawn({
+        let mut client = broker.client.clone();
+        let request = sleep(3000);
+        async move { client.call_tool(request).await }
+    });
+    broker
+        .wait_for_log("the sleep", |l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("sleep started"))
+        })
+        .await;
+    // Two more at once: whichever comes first waits (and gives up after 1 s); the other
+    // finds the queue full and is refused at once.
+    let call = || {
+        let mut client = broker.client.clone();
+        let request = sleep(10);
+        tokio::spawn(async move { client.call_tool(request).await })
+    };
+    let (one, two) = (call(), call());
+    let mut refusals: Vec<String> = [one.await, two.await]
+        .into_iter()
+        .map(|result| {
+            let status = result.unwrap().unwrap_err();
+            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+            status.message().to_owned()
+        })
+        .collect();
+    refusals.sort_by_key(|m| !m.contains("queue is full"));
+    assert!(
+        refusals[0].contains("queue is full: 1 running and 1 waiting calls"),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals[1].contains("no call slot freed up within 1s"),
+        "{refusals:?}"
+    );
+    assert!(running.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_refused_before_they_are_sent() {
+    let broker = Broker::builder().server(demo("demo")).start().await;
+    broker.wait_ready().await;
+    for (arguments, hint) in [
+        (r#"{"a": 1}"#, r#"arguments: "b" is a required property"#),
+        (
+            r#"{"a": "one", "b": 2}"#,
+            r#"arguments/a: "one" is not of type "integer""#,
+        ),
+        (
+            r#"{"a": 1, "b": 2, "c": 3}"#,
+            "Additional properties are not allowed ('c' was unexpected)",
+        ),
+    ] {
+        let status = broker.call("add", arguments).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{arguments}");
+        assert!(
+            status.message().contains(hint),
+            "{arguments}: {}",
+            status.message()
+        );
+    }
+    assert!(
+        !broker.dump().contains("invalid arguments for tool add"),
+        "the demo server never saw them (it would have said so)"
+    );
+}
