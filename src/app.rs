@@ -150,8 +150,11 @@ impl App {
         };
         let server = tokio::spawn(server::serve(parts, listener, closing.clone()));
         let scheme = if certs.is_some() { "https" } else { "http" };
-        tracing::info!(addr = %local, scheme, auth = config.auth.enabled(), "listening");
+        let auth = config.auth.enabled();
         let (live, reloads, file_watch) = follow_reloads(self.loaded, &tasks, &shutdown);
+        // Last: whoever reads this line may signal the broker at once (the SIGTERM and SIGINT
+        // handlers were installed before `run`, SIGHUP's just now).
+        tracing::info!(addr = %local, scheme, auth, "listening");
         Ok(Serving {
             fleet,
             service,

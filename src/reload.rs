@@ -165,29 +165,34 @@ impl LiveConfig {
     }
 }
 
-/// Sends a trigger on every SIGHUP until `shutdown`.
-pub async fn forward_sighup(
+/// Sends a trigger on every SIGHUP until `shutdown`. The handler is installed here, at once
+/// (not in the task that follows it), so that a SIGHUP sent as soon as the broker says it
+/// listens reloads rather than kills it.
+pub fn forward_sighup(
     triggers: mpsc::UnboundedSender<Trigger>,
     shutdown: tokio_util::sync::CancellationToken,
-) {
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP; reload by editing the config file instead");
-        return;
-    };
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            received = hangup.recv() => match received {
-                Some(()) => {
-                    tracing::info!("SIGHUP: reloading the config");
-                    if triggers.send(Trigger::Signal).is_err() {
-                        return;
+    let hangup = signal(SignalKind::hangup());
+    async move {
+        let Ok(mut hangup) = hangup else {
+            tracing::warn!("cannot listen for SIGHUP; reload by editing the config file instead");
+            return;
+        };
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                received = hangup.recv() => match received {
+                    Some(()) => {
+                        tracing::info!("SIGHUP: reloading the config");
+                        if triggers.send(Trigger::Signal).is_err() {
+                            return;
+                        }
                     }
-                }
-                None => return,
-            },
+                    None => return,
+                },
+            }
         }
     }
 }

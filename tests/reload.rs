@@ -168,3 +168,18 @@ async fn sighup_reloads_even_an_unchanged_file() {
         "nothing was restarted"
     );
 }
+
+#[tokio::test]
+async fn a_sighup_as_soon_as_the_broker_listens_reloads_rather_than_kills_it() {
+    // `start` returns as soon as the broker logs "listening": no wait for readiness here.
+    let broker = Broker::builder().server(demo("demo")).start().await;
+    broker.signal(Signal::SIGHUP);
+    broker
+        .wait_for_log("the reload", |l| l["message"] == "config reloaded")
+        .await;
+    broker.wait_ready().await;
+    assert_eq!(
+        broker.text("echo", r#"{"message": "alive"}"#).await,
+        "alive"
+    );
+}
