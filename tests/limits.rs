@@ -85,7 +85,7 @@ async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
     let one_slot = demo("demo")
         .set("max_concurrent_calls", 1)
         .set("max_queued_calls", 1)
-        .set("queue_timeout", "1s");
+        .set("queue_timeout", "5s");
     let broker = Broker::builder().server(one_slot).start().await;
     broker.wait_ready().await;
     let sleep = |ms: u64| proto::CallToolRequest {
@@ -93,11 +93,14 @@ async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
         arguments_json: format!(r#"{{"ms": {ms}}}"#),
         ..Default::default()
     };
-    let running = tokio::spawn({
+    let call = |ms| {
         let mut client = broker.client.clone();
-        let request = sleep(3000);
-        async move { client.call_tool(request).await }
-    });
+        let request = sleep(ms);
+        tokio::spawn(async move { client.call_tool(request).await })
+    };
+    // One call runs (longer than the queue's timeout), one waits, the next finds the queue
+    // full and is refused at once; the waiting one gives up after queue_timeout.
+    let running = call(8000);
     broker
         .wait_for_log("the sleep", |l| {
             l["message"]
@@ -105,30 +108,27 @@ async fn a_full_queue_refuses_calls_at_once_and_a_long_wait_gives_up() {
                 .is_some_and(|m| m.contains("sleep started"))
         })
         .await;
-    // Two more at once: whichever comes first waits (and gives up after 1 s); the other
-    // finds the queue full and is refused at once.
-    let call = || {
-        let mut client = broker.client.clone();
-        let request = sleep(10);
-        tokio::spawn(async move { client.call_tool(request).await })
-    };
-    let (one, two) = (call(), call());
-    let mut refusals: Vec<String> = [one.await, two.await]
-        .into_iter()
-        .map(|result| {
-            let status = result.unwrap().unwrap_err();
-            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
-            status.message().to_owned()
+    let waiting = call(10);
+    broker
+        .wait_for_log("a queued call", |l| {
+            l["message"] == "a call waits for a slot"
         })
-        .collect();
-    refusals.sort_by_key(|m| !m.contains("queue is full"));
+        .await;
+    let refused = call(10).await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert!(
-        refusals[0].contains("queue is full: 1 running and 1 waiting calls"),
-        "{refusals:?}"
+        refused
+            .message()
+            .contains("queue is full: 1 running and 1 waiting calls"),
+        "{refused:?}"
     );
+    let gave_up = waiting.await.unwrap().unwrap_err();
+    assert_eq!(gave_up.code(), Code::ResourceExhausted, "{gave_up:?}");
     assert!(
-        refusals[1].contains("no call slot freed up within 1s"),
-        "{refusals:?}"
+        gave_up
+            .message()
+            .contains("no call slot freed up within 5s"),
+        "{gave_up:?}"
     );
     assert!(running.await.unwrap().is_ok());
 }

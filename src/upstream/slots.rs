@@ -44,12 +44,14 @@ impl Slots {
             overload,
         };
         let _waiting = Waiting::join(&self.waiting);
-        if self.waiting.load(Ordering::Relaxed) > limits.max_queued {
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        if waiting > limits.max_queued {
             return Err(overloaded(Overload::QueueFull {
                 running: limits.max_calls,
                 waiting: limits.max_queued,
             }));
         }
+        tracing::debug!(%server, waiting, "a call waits for a slot");
         match tokio::time::timeout(limits.queue_timeout, self.running.acquire()).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_)) => unreachable!("the semaphore is never closed"),
