@@ -82,12 +82,12 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, St
         }
         Ok(Err(failure)) => Err(fail(child, failure).await),
         Err(_) => {
-            let stderr = child.stderr_tail().summary();
+            let tail = child.stderr_tail();
             child.stop(STOP_GRACE).await;
             Err(StartError {
                 failure: StartFailure::InitTimeout(spec.init_timeout),
                 exit: None,
-                stderr,
+                stderr: tail.summary(),
             })
         }
     }
@@ -105,12 +105,13 @@ async fn fail(mut child: ChildProcess, failure: StartFailure) -> StartError {
         StartFailure::ExitedDuringInitialize(_) | StartFailure::Stream(_) => None,
         _ => child.exit_within(EXIT_REPORT_WAIT).await,
     };
-    let stderr = child.stderr_tail().summary();
+    // Stopped first: its stderr is then read to the end.
+    let tail = child.stderr_tail();
     child.stop(STOP_GRACE).await;
     StartError {
         failure,
         exit,
-        stderr,
+        stderr: tail.summary(),
     }
 }
 

@@ -230,9 +230,20 @@ async fn log_stderr(server: ServerName, pipe: ChildStderr, tail: StderrTail) {
 }
 
 impl ChildProcess {
-    /// The last stderr lines, for error messages.
+    /// The last stderr lines, for error messages; read them once the process is stopped (see
+    /// [`Self::stop`]) or its last words may still be on their way.
     pub fn stderr_tail(&self) -> StderrTail {
         self.tail.clone()
+    }
+
+    /// The last stderr lines of a process that has exited, once its stderr reader has read
+    /// them all (or after `STDERR_DRAIN`), so that its dying words are not missed.
+    pub async fn last_words(&mut self) -> Option<String> {
+        if let Some(reader) = &mut self.stderr {
+            let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+            self.stderr = None;
+        }
+        self.tail.summary()
     }
 
     /// Why its stdout was cut off, if it was.

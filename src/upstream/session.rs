@@ -145,7 +145,7 @@ impl Session {
         };
         SessionLoss {
             end,
-            stderr: child.stderr_tail().summary(),
+            stderr: child.last_words().await,
         }
     }
 
