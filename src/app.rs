@@ -131,6 +131,10 @@ impl App {
         let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
         let (readiness, health) = follow_health(&broker, config, &tasks, &shutdown).await;
         let gate = Gate::new(self.credentials);
+        tasks.spawn({
+            let gate = gate.clone();
+            async move { gate.prefetch().await }
+        });
         let (acceptor, certs) = self.tls.unzip();
         let service = Arc::new(BrokerService::new(
             broker,

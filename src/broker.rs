@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use crate::{
     domain::{
         call::{RawArguments, effective_timeout, prepare_arguments},
+        caller::CallerValues,
         catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
         names::ServerName,
         request_error::RequestError,
@@ -36,6 +37,16 @@ pub struct Snapshot {
     pub catalog: Catalog,
     /// A call handle for every READY server.
     pub sessions: HashMap<ServerName, Upstream>,
+}
+
+impl Snapshot {
+    /// How many per-caller sessions `server` has open (0 for a shared or unready server).
+    pub fn caller_sessions(&self, server: &ServerName) -> usize {
+        self.sessions
+            .get(server)
+            .and_then(Upstream::caller_sessions)
+            .unwrap_or(0)
+    }
 }
 
 /// A finished call: the tool's result and the server that ran it.
@@ -133,7 +144,8 @@ impl Broker {
         self.inner.watchers.load(Ordering::Relaxed)
     }
 
-    /// Calls the tool exposed as `name`, carrying the caller's trace context.
+    /// Calls the tool exposed as `name` for `caller` (a per-caller server runs it in that
+    /// caller's session), carrying the caller's trace context.
     pub async fn call(
         &self,
         name: &str,
@@ -141,6 +153,7 @@ impl Broker {
         requested_timeout: Option<Duration>,
         deadline: Option<Duration>,
         trace: &TraceHeaders,
+        caller: &dyn CallerValues,
     ) -> Result<Called, RequestError> {
         let (tool, upstream) = self.route(name)?;
         // The RPC's span (and so every log line of this call) names the server.
@@ -155,7 +168,7 @@ impl Broker {
             .map_err(RequestError::InvalidArguments)?;
         let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
         let result = upstream
-            .call(&tool.spec.original, arguments, timeout, trace)
+            .call(&tool.spec.original, arguments, timeout, trace, caller)
             .await?;
         Ok(Called {
             server: tool.server.clone(),

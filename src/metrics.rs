@@ -100,6 +100,8 @@ async fn render(State(scrape): State<Scrape>) -> impl IntoResponse {
         }
         metrics::gauge!("toolbroker_server_tools", semconv::SERVER => server.clone())
             .set(f64::from(view.tool_count));
+        metrics::gauge!("toolbroker_server_sessions", semconv::SERVER => server.clone())
+            .set(snapshot.caller_sessions(&view.name) as f64);
         metrics::counter!("toolbroker_server_restarts_total", semconv::SERVER => server)
             .absolute(u64::from(view.condition.restarts));
     }
@@ -135,6 +137,10 @@ fn describe() {
         "1 for the state each server is in"
     );
     metrics::describe_gauge!("toolbroker_server_tools", "Tools each server exposes");
+    metrics::describe_gauge!(
+        "toolbroker_server_sessions",
+        "Per-caller sessions open (isolation: per-caller)"
+    );
     metrics::describe_counter!(
         "toolbroker_server_restarts_total",
         "Session restarts per server"

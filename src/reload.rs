@@ -48,7 +48,11 @@ pub struct Renewable {
 impl Renewable {
     fn renew(&self, config: &Config) {
         match Credentials::load(&config.auth) {
-            Ok(credentials) => self.gate.replace(credentials),
+            Ok(credentials) => {
+                self.gate.replace(credentials);
+                let gate = self.gate.clone();
+                tokio::spawn(async move { gate.prefetch().await });
+            }
             Err(errors) => {
                 let error = ConfigErrors(errors);
                 tracing::warn!(%error, "tokens not reloaded; the old ones stay valid")

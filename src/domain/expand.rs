@@ -10,8 +10,13 @@
 //!
 //! NAME is `[A-Za-z_][A-Za-z0-9_]*`. A default may itself hold `${...}` references; they are
 //! expanded only when the default is used, as in the shell.
+//!
+//! `${caller.…}` is no environment variable but a caller value (see [`super::caller`]):
+//! [`expand_template`] keeps it in the [`Template`] it returns; [`expand`] refuses it.
 
 use std::fmt;
+
+use super::caller::{CallerRef, Part, Template};
 
 /// Looks up an environment variable: `None` when it is unset.
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -47,6 +52,19 @@ pub enum ExpandError {
         /// Byte index of the `$` that opens the reference.
         offset: usize,
     },
+    /// `${caller.…}` names no caller value (the reason says which are).
+    #[error("{reason}")]
+    BadCallerValue {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A caller value where there is no caller: anywhere but the `headers`, `env`, `args` and
+    /// `cwd` of a server with `isolation: per-caller`.
+    #[error(
+        "${{{0}}} is a caller value: only the headers, env, args and cwd of a server with \
+         \"isolation: per-caller\" may use caller values"
+    )]
+    CallerValue(CallerRef),
 }
 
 /// Formats the unset-variable message, naming each variable and how to give it a default.
@@ -68,14 +86,24 @@ impl fmt::Display for UnsetMessage<'_> {
     }
 }
 
-/// Expands every `${...}` reference in `input` using `lookup`.
+/// Expands every `${...}` reference in `input` using `lookup`; a caller value is an error.
 ///
 /// Reports every unset variable of the string at once; a syntax error stops at the first one.
 pub fn expand(input: &str, lookup: Lookup<'_>) -> Result<String, ExpandError> {
+    let template = expand_template(input, lookup)?;
+    if let Some(reference) = template.caller_refs().next() {
+        return Err(ExpandError::CallerValue(reference.clone()));
+    }
+    Ok(template.as_written())
+}
+
+/// Expands every environment reference in `input`, keeping `${caller.…}` references for
+/// [`Template::render`].
+pub fn expand_template(input: &str, lookup: Lookup<'_>) -> Result<Template, ExpandError> {
     let mut unset = Vec::new();
-    let out = expand_into(input, 0, lookup, &mut unset)?;
+    let parts = expand_into(input, 0, lookup, &mut unset)?;
     if unset.is_empty() {
-        Ok(out)
+        Ok(Template::from_parts(parts))
     } else {
         Err(ExpandError::Unset(unset))
     }
@@ -88,7 +116,8 @@ fn expand_into(
     base: usize,
     lookup: Lookup<'_>,
     unset: &mut Vec<String>,
-) -> Result<String, ExpandError> {
+) -> Result<Vec<Part>, ExpandError> {
+    let mut parts = Vec::new();
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(dollar) = rest.find('$') {
@@ -102,8 +131,15 @@ fn expand_into(
             let close = closing_brace(body_and_tail).ok_or(ExpandError::Unterminated { offset })?;
             let body = &body_and_tail[..close];
             // The body starts two bytes ("${") after the dollar sign.
-            let value = expand_reference(body, offset, offset + 2, lookup, unset)?;
-            out.push_str(&value);
+            for part in expand_reference(body, offset, offset + 2, lookup, unset)? {
+                match part {
+                    Part::Text(text) => out.push_str(&text),
+                    caller => {
+                        parts.push(Part::Text(std::mem::take(&mut out)));
+                        parts.push(caller);
+                    }
+                }
+            }
             rest = &body_and_tail[close + 1..];
         } else {
             // A lone `$` is literal: `a$`, `$1`, `$HOME` (only the braced form expands).
@@ -112,7 +148,8 @@ fn expand_into(
         }
     }
     out.push_str(rest);
-    Ok(out)
+    parts.push(Part::Text(out));
+    Ok(parts)
 }
 
 /// The byte index of the `}` closing a reference whose body starts `text`, skipping nested
@@ -155,7 +192,12 @@ fn expand_reference(
     body_start: usize,
     lookup: Lookup<'_>,
     unset: &mut Vec<String>,
-) -> Result<String, ExpandError> {
+) -> Result<Vec<Part>, ExpandError> {
+    if let Some(name) = body.strip_prefix("caller.") {
+        let reference =
+            CallerRef::parse(name).map_err(|reason| ExpandError::BadCallerValue { reason })?;
+        return Ok(vec![Part::Caller(reference)]);
+    }
     let (name, fallback) = split_reference(body, offset)?;
     let value = lookup(name);
     let default = match (fallback, &value) {
@@ -168,12 +210,12 @@ fn expand_reference(
         return expand_into(default, default_start, lookup, unset);
     }
     match value {
-        Some(value) => Ok(value),
+        Some(value) => Ok(vec![Part::Text(value)]),
         None => {
             if !unset.iter().any(|n| n == name) {
                 unset.push(name.to_owned());
             }
-            Ok(String::new())
+            Ok(Vec::new())
         }
     }
 }

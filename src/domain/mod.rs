@@ -4,9 +4,11 @@
 
 pub mod backoff;
 pub mod call;
+pub mod caller;
 pub mod catalog;
 pub mod config;
 pub mod expand;
+pub mod grants;
 pub mod names;
 pub mod outcome;
 pub mod reload;

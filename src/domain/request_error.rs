@@ -4,7 +4,9 @@
 
 use std::{fmt, time::Duration};
 
-use super::{names::ServerName, outcome::TransportFailure, state::ServerState};
+use super::{
+    caller::MissingValue, names::ServerName, outcome::TransportFailure, state::ServerState,
+};
 
 /// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
 pub const INVALID_PARAMS: i32 = -32602;
@@ -120,10 +122,55 @@ pub enum RequestError {
         /// What was wrong.
         reason: String,
     },
+    /// A per-caller server's config needs a caller value this caller did not send.
+    #[error("server {server:?}: {missing}")]
+    MissingCallerValue {
+        /// The server.
+        server: ServerName,
+        /// Which value.
+        missing: MissingValue,
+    },
+    /// Every per-caller session of the server is busy, and a new caller needs one.
+    #[error(
+        "server {server:?} has {max} per-caller sessions open, all busy (max_sessions); retry \
+         later"
+    )]
+    SessionsExhausted {
+        /// The server.
+        server: ServerName,
+        /// `max_sessions`.
+        max: usize,
+    },
+    /// This caller's session of a per-caller server could not be started.
+    #[error("server {server:?} could not start a session for this caller: {reason}")]
+    CallerSessionFailed {
+        /// The server.
+        server: ServerName,
+        /// Why.
+        reason: String,
+    },
+    /// The token endpoint refused to exchange the caller's token (RFC 8693).
+    #[error("server {server:?}: the token exchange was refused: {error}{}", .description.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    ExchangeRefused {
+        /// The server.
+        server: ServerName,
+        /// The endpoint's `error`.
+        error: String,
+        /// Its `error_description`, if any.
+        description: Option<String>,
+    },
+    /// The token endpoint could not be reached, or answered with something unusable.
+    #[error("server {server:?}: the token endpoint is unavailable: {reason}")]
+    ExchangeUnavailable {
+        /// The server.
+        server: ServerName,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Why the caller is not let in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthFailure {
     /// No `authorization` header.
     MissingToken,
@@ -133,6 +180,8 @@ pub enum AuthFailure {
     InvalidToken,
     /// No client certificate, where the config requires one.
     ClientCertificateRequired,
+    /// A JWT that failed a check.
+    Jwt(JwtFailure),
 }
 
 impl fmt::Display for AuthFailure {
@@ -146,7 +195,62 @@ impl fmt::Display for AuthFailure {
             AuthFailure::ClientCertificateRequired => {
                 "a client certificate signed by the configured CA is required"
             }
+            AuthFailure::Jwt(failure) => return write!(f, "the JWT was refused: {failure}"),
         })
+    }
+}
+
+/// Which check a JWT failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtFailure {
+    /// It is not a well-formed JWT (the parser's words).
+    Malformed(String),
+    /// Its `alg` is not an asymmetric signature algorithm (`none`, or HMAC, which would let
+    /// anyone holding the public key sign).
+    Algorithm(String),
+    /// No key of the JWKS has its `kid` (none given, when the JWKS has several).
+    UnknownKey(Option<String>),
+    /// The signature does not verify.
+    Signature,
+    /// It has expired (`exp`, with 60 s of leeway).
+    Expired,
+    /// It is not valid yet (`nbf`, with 60 s of leeway).
+    NotYetValid,
+    /// Its `iss` is not the configured issuer.
+    Issuer,
+    /// None of its `aud` is the configured audience.
+    Audience,
+    /// A required claim is missing or malformed (which).
+    Claim(String),
+    /// The signing keys could not be had (why).
+    KeysUnavailable(String),
+}
+
+impl fmt::Display for JwtFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JwtFailure::Malformed(why) => write!(f, "not a well-formed JWT ({why})"),
+            JwtFailure::Algorithm(alg) => write!(
+                f,
+                "algorithm {alg} is not accepted; only asymmetric signatures (RS*, PS*, ES*, \
+                 EdDSA) are"
+            ),
+            JwtFailure::UnknownKey(Some(kid)) => {
+                write!(f, "no key with kid {kid:?} in the issuer's JWKS")
+            }
+            JwtFailure::UnknownKey(None) => {
+                f.write_str("it names no key (kid) and the issuer's JWKS has several")
+            }
+            JwtFailure::Signature => f.write_str("the signature does not verify"),
+            JwtFailure::Expired => f.write_str("it has expired (exp)"),
+            JwtFailure::NotYetValid => f.write_str("it is not valid yet (nbf)"),
+            JwtFailure::Issuer => f.write_str("its issuer (iss) is not the one configured"),
+            JwtFailure::Audience => f.write_str("it is not meant for this broker (aud)"),
+            JwtFailure::Claim(claim) => write!(f, "claim {claim:?} is missing or not a string"),
+            JwtFailure::KeysUnavailable(why) => {
+                write!(f, "the signing keys are unavailable: {why}")
+            }
+        }
     }
 }
 
@@ -258,6 +362,8 @@ pub enum Code {
     Unauthenticated,
     /// PERMISSION_DENIED
     PermissionDenied,
+    /// FAILED_PRECONDITION
+    FailedPrecondition,
 }
 
 /// How loudly an error is logged where it is handled.
@@ -306,6 +412,17 @@ impl RequestError {
             RequestError::Overloaded { .. } => (ResourceExhausted, Warn, "overloaded"),
             RequestError::ResultTooLarge { .. } => (ResourceExhausted, Warn, "result_too_large"),
             RequestError::BadResult { .. } => (Internal, Warn, "bad_result"),
+            RequestError::MissingCallerValue { .. } => {
+                (FailedPrecondition, Debug, "missing_caller_value")
+            }
+            RequestError::SessionsExhausted { .. } => {
+                (ResourceExhausted, Warn, "sessions_exhausted")
+            }
+            RequestError::CallerSessionFailed { .. } => {
+                (Unavailable, Warn, "caller_session_failed")
+            }
+            RequestError::ExchangeRefused { .. } => (PermissionDenied, Debug, "exchange_refused"),
+            RequestError::ExchangeUnavailable { .. } => (Unavailable, Warn, "exchange_unavailable"),
         };
         Class { code, level, label }
     }

@@ -61,7 +61,8 @@ fn annotations(a: &Annotations) -> proto::ToolAnnotations {
 }
 
 /// A server's status as the proto describes it.
-pub fn server_status(view: &ServerView) -> proto::ServerStatus {
+/// A server's status; `sessions` is its per-caller sessions open.
+pub fn server_status(view: &ServerView, sessions: usize) -> proto::ServerStatus {
     let condition = &view.condition;
     proto::ServerStatus {
         name: view.name.to_string(),
@@ -71,6 +72,7 @@ pub fn server_status(view: &ServerView) -> proto::ServerStatus {
         tool_count: view.tool_count,
         restarts: condition.restarts,
         since: Some(timestamp(condition.since)),
+        sessions: u32::try_from(sessions).unwrap_or(u32::MAX),
     }
 }
 
@@ -100,7 +102,7 @@ pub fn watch_event(event: &Event) -> proto::WatchEvent {
         Change::Tools(server, change) => {
             proto::watch_event::Event::ToolsChanged(tools_changed(server, change))
         }
-        Change::Server(view) => proto::watch_event::Event::ServerStatus(server_status(view)),
+        Change::Server(view) => proto::watch_event::Event::ServerStatus(server_status(view, 0)),
     };
     proto::WatchEvent {
         revision: event.revision,

@@ -1,6 +1,8 @@
 //! The gRPC side: the ToolBroker service, its conversions and status table, and the
 //! assembled router with health and reflection.
 
+mod authenticate;
+mod call_context;
 pub mod convert;
 mod deadline;
 mod limit;

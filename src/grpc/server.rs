@@ -8,13 +8,10 @@ use http::HeaderValue;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tonic::{
-    service::interceptor::InterceptedService,
-    transport::{Server, server::TcpIncoming},
-};
+use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
-use super::{observe, service::BrokerService, status::to_status};
+use super::{authenticate::Authenticated, observe, service::BrokerService, status::to_status};
 use crate::{
     auth::Gate,
     domain::{config::Limits, request_error::RequestError},
@@ -52,7 +49,6 @@ pub async fn serve<H: Health>(
     closing: CancellationToken,
 ) -> anyhow::Result<()> {
     let gate = parts.gate.clone();
-    let check = move |request: tonic::Request<()>| gate.check(request).map_err(|e| to_status(&e));
     let broker = ToolBrokerServer::new(parts.service)
         .max_decoding_message_size(parts.limits.max_request_bytes)
         // Our own check (with a clear message) runs first; this is a backstop.
@@ -75,10 +71,10 @@ pub async fn serve<H: Health>(
     let router = builder
         .trace_fn(observe::server_span)
         .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
-        .add_service(InterceptedService::new(broker, check.clone()))
+        .add_service(Authenticated::new(broker, gate.clone()))
         .add_service(parts.health)
-        .add_optional_service(v1.map(|s| InterceptedService::new(s, check.clone())))
-        .add_optional_service(v1alpha.map(|s| InterceptedService::new(s, check)));
+        .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))
+        .add_optional_service(v1alpha.map(|s| Authenticated::new(s, gate)));
     let stop = closing.clone().cancelled_owned();
     let served = match parts.tls {
         Some(acceptor) => {

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::{
+    call_context::CallContext,
     convert, deadline,
     limit::ResponseLimit,
     observe::observe,
@@ -17,7 +18,7 @@ use super::{
     watch::{Feed, Watcher},
 };
 use crate::{
-    auth,
+    auth::{self, Caller},
     broker::Broker,
     domain::{
         call::RawArguments,
@@ -81,24 +82,22 @@ impl BrokerService {
         if self.shutdown.is_cancelled() {
             return Err(RequestError::ShuttingDown);
         }
-        let caller = auth::caller(&request);
-        let deadline = deadline::from_metadata(request.metadata());
-        let trace = TraceHeaders::from_lookup(|name| {
-            request
-                .metadata()
-                .get(name)?
-                .to_str()
-                .ok()
-                .map(str::to_owned)
-        });
-        let request = request.into_inner();
+        let (metadata, extensions, request) = request.into_parts();
+        let caller = extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(Caller::anyone);
+        let deadline = deadline::from_metadata(&metadata);
+        let trace =
+            TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));
         tracing::Span::current().record("tool", request.name.as_str());
         if !caller.may_use(&request.name) {
             return Err(RequestError::PermissionDenied {
-                caller: caller.name,
+                caller: caller.key.id,
                 tool: request.name,
             });
         }
+        let context = CallContext { caller, metadata };
         let arguments = RawArguments {
             structured: request.arguments.map(convert::struct_to_json).transpose()?,
             json: request.arguments_json,
@@ -106,7 +105,14 @@ impl BrokerService {
         let timeout = request.timeout.map(convert::duration).transpose()?;
         let called = self
             .broker
-            .call(&request.name, arguments, timeout, deadline, &trace)
+            .call(
+                &request.name,
+                arguments,
+                timeout,
+                deadline,
+                &trace,
+                &context,
+            )
             .await?;
         self.limit
             .check(convert::call_response(&called.server, called.result)?)
@@ -189,7 +195,7 @@ impl ToolBroker for Arc<BrokerService> {
             let servers = snapshot
                 .catalog
                 .servers()
-                .map(convert::server_status)
+                .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
                 .collect();
             Ok(Response::new(proto::ListServersResponse { servers }))
         })

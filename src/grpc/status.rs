@@ -21,6 +21,7 @@ fn grpc_code(code: Code) -> tonic::Code {
         Code::ResourceExhausted => tonic::Code::ResourceExhausted,
         Code::Unauthenticated => tonic::Code::Unauthenticated,
         Code::PermissionDenied => tonic::Code::PermissionDenied,
+        Code::FailedPrecondition => tonic::Code::FailedPrecondition,
     }
 }
 

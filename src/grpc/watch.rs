@@ -112,7 +112,7 @@ fn snapshot_event(
         .catalog
         .servers()
         .filter(|view| visibility.server(view.name.as_str()))
-        .map(convert::server_status)
+        .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
         .collect();
     proto::WatchEvent {
         revision: snapshot.catalog.revision(),

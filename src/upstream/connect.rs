@@ -12,6 +12,7 @@ use rmcp::{
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
+use secrecy::SecretString;
 use tokio::sync::Notify;
 use url::Url;
 
@@ -20,38 +21,95 @@ use super::{
     explain::explain,
     faults::Faults,
     handler::Handler,
-    http,
+    http::{self, SharedHeaders},
     process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     session::Session,
     sse, tools_list,
     traced_http::TracedClient,
 };
 use crate::domain::{
-    config::{HttpMode, HttpSpec, ServerSpec, StdioSpec, TransportSpec},
+    caller::{CallerValues, MissingValue},
+    config::{Endpoint, HttpMode, HttpSpec, Launch, ServerSpec, TransportSpec},
     outcome::{StartError, StartFailure},
     state::Transport,
     tool::ToolSpec,
 };
 
-/// A session, and the tools its server offered at start-up.
+/// A session, and the tools its server offered at start-up (none when not asked to list).
 pub type Started = (Session, Vec<ToolSpec>);
 
-/// Starts the server (or connects to it), initializes a session and lists its tools, all within
-/// the server's `init_timeout`. A failure stops whatever was started.
-pub async fn start(spec: &ServerSpec) -> Result<Started, StartError> {
-    match &spec.transport {
-        TransportSpec::Stdio(stdio) => start_stdio(spec, stdio).await,
-        TransportSpec::Http(http) => {
-            match tokio::time::timeout(spec.init_timeout, start_http(spec, http)).await {
+/// A server's transport as one caller gets it: the process to start, or the headers to send.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A stdio server's process.
+    Stdio(Launch),
+    /// An HTTP server's headers.
+    Http(Endpoint),
+}
+
+impl Resolved {
+    /// Sends `value` as the `Authorization` header, in place of any configured (an HTTP
+    /// server's token exchanged for the caller; a stdio server takes no headers).
+    pub fn set_authorization(&mut self, value: SecretString) {
+        if let Resolved::Http(endpoint) = self {
+            endpoint
+                .headers
+                .retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+            endpoint.headers.push(("Authorization".into(), value));
+        }
+    }
+
+    /// `spec`'s transport filled in with `caller`'s values.
+    pub fn of(spec: &ServerSpec, caller: &dyn CallerValues) -> Result<Self, MissingValue> {
+        Ok(match &spec.transport {
+            TransportSpec::Stdio(stdio) => Resolved::Stdio(stdio.launch(caller)?),
+            TransportSpec::Http(http) => Resolved::Http(http.endpoint(caller)?),
+        })
+    }
+}
+
+/// Starts the server (or connects to it) as `resolved` says, initializes a session and, when
+/// `list_tools`, lists its tools, all within the server's `init_timeout`. A failure stops
+/// whatever was started.
+pub async fn start(
+    spec: &ServerSpec,
+    resolved: &Resolved,
+    list_tools: bool,
+) -> Result<Started, StartError> {
+    match (&spec.transport, resolved) {
+        (TransportSpec::Http(http), Resolved::Http(endpoint)) => {
+            let started = start_http(spec, http, endpoint, list_tools);
+            match tokio::time::timeout(spec.init_timeout, started).await {
                 Ok(started) => started.map_err(StartError::from),
                 Err(_) => Err(StartFailure::InitTimeout(spec.init_timeout).into()),
             }
         }
+        (_, Resolved::Stdio(launch)) => start_stdio(spec, launch, list_tools).await,
+        (TransportSpec::Stdio(_), Resolved::Http(_)) => {
+            unreachable!("resolved from the same spec")
+        }
     }
 }
 
-async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, StartError> {
-    let (mut child, pipes) = process::spawn(&spec.name, stdio, spec.max_result_bytes)?;
+/// The first tools/list, when asked for.
+async fn first_listing(
+    service: &RunningService<RoleClient, Handler>,
+    list_tools: bool,
+) -> Result<Vec<ToolSpec>, StartFailure> {
+    if !list_tools {
+        return Ok(Vec::new());
+    }
+    tools_list::list_tools(service.peer())
+        .await
+        .map_err(StartFailure::Listing)
+}
+
+async fn start_stdio(
+    spec: &ServerSpec,
+    launch: &Launch,
+    list_tools: bool,
+) -> Result<Started, StartError> {
+    let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)?;
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
     let startup = async {
@@ -60,9 +118,7 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, St
                 .map_err(|e| StartFailure::Initialize(explain(&e)))?,
             exit = child.wait() => return Err(StartFailure::ExitedDuringInitialize(exit)),
         };
-        let tools = tools_list::list_tools(service.peer())
-            .await
-            .map_err(StartFailure::Listing)?;
+        let tools = first_listing(&service, list_tools).await?;
         Ok((service, tools))
     };
     match tokio::time::timeout(spec.init_timeout, startup).await {
@@ -77,7 +133,8 @@ async fn start_stdio(spec: &ServerSpec, stdio: &StdioSpec) -> Result<Started, St
                 tools_changed,
                 Transport::Stdio,
                 faults,
-            );
+            )
+            .with_launch_digest(launch_digest(launch));
             Ok((session, tools))
         }
         Ok(Err(failure)) => Err(fail(child, failure).await),
@@ -115,36 +172,38 @@ async fn fail(mut child: ChildProcess, failure: StartFailure) -> StartError {
     }
 }
 
-async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, StartFailure> {
+async fn start_http(
+    spec: &ServerSpec,
+    http: &HttpSpec,
+    endpoint: &Endpoint,
+    list_tools: bool,
+) -> Result<Started, StartFailure> {
     let url = Url::parse(&http.url).map_err(|e| StartFailure::BadUrl(e.to_string()))?;
     let client = http::client()?;
-    let headers = http::headers(&http.headers)?;
+    let headers = http::headers(&endpoint.headers)?;
     let tools_changed = Arc::new(Notify::new());
     let handler = Handler::new(spec.name.clone(), tools_changed.clone());
     let server = spec.name.clone();
     let max = spec.max_result_bytes;
+    let shared = SharedHeaders::new(headers);
     let mode = match http.mode {
-        HttpMode::Auto => detect(&client, &url, &headers, handler.get_info(), server, max).await?,
+        HttpMode::Auto => detect(&client, &url, &shared, handler.get_info(), server, max).await?,
         HttpMode::StreamableHttp => Detected::StreamableHttp,
         HttpMode::Sse => Detected::Sse(Box::new(
-            sse::connect(client.clone(), &url, headers.clone(), server, max).await?,
+            sse::connect(client.clone(), &url, shared.clone(), server, max).await?,
         )),
     };
     let (service, transport, faults) = match mode {
         Detected::StreamableHttp => {
             let faults = Faults::default();
-            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(
-                    headers
-                        .into_iter()
-                        .filter_map(|(k, v)| Some((k?, v)))
-                        .collect(),
-                );
+            // The session's headers go with each request (TracedClient), not in rmcp's config:
+            // a per-caller session's change with its caller's values.
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             config.retry_config = Arc::new(resume_policy());
             // A result over the limit ends its call, not the broker's memory.
             config.max_sse_event_size = max;
             config.max_json_response_size = max;
-            let client = TracedClient::new(client, faults.oversized.clone());
+            let client = TracedClient::new(client, shared.clone(), faults.oversized.clone());
             let transport = StreamableHttpClientTransport::with_client(client, config);
             let service = initialize(handler, transport).await?;
             (service, Transport::StreamableHttp, faults)
@@ -161,10 +220,9 @@ async fn start_http(spec: &ServerSpec, http: &HttpSpec) -> Result<Started, Start
             )
         }
     };
-    let tools = tools_list::list_tools(service.peer())
-        .await
-        .map_err(StartFailure::Listing)?;
-    let session = Session::new(service, None, tools_changed, transport, faults);
+    let tools = first_listing(&service, list_tools).await?;
+    let session =
+        Session::new(service, None, tools_changed, transport, faults).with_headers(shared);
     Ok((session, tools))
 }
 
@@ -192,4 +250,20 @@ where
         .serve(transport)
         .await
         .map_err(|e| StartFailure::Initialize(explain(&e)))
+}
+
+/// A fingerprint of a launch, secrets included (in memory only): a per-caller process started
+/// with other values (a new token in its environment) is replaced.
+pub fn launch_digest(launch: &Launch) -> u64 {
+    use secrecy::ExposeSecret;
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    launch.command.hash(&mut hasher);
+    launch.args.hash(&mut hasher);
+    for (name, value) in &launch.env {
+        name.hash(&mut hasher);
+        value.expose_secret().hash(&mut hasher);
+    }
+    launch.cwd.hash(&mut hasher);
+    hasher.finish()
 }

@@ -10,6 +10,7 @@ use url::Url;
 
 use super::{
     explain::explain,
+    http::SharedHeaders,
     sse::{self, SseTransport},
 };
 use crate::domain::{names::ServerName, outcome::StartFailure};
@@ -26,7 +27,7 @@ pub enum Detected {
 pub async fn detect(
     client: &reqwest::Client,
     url: &Url,
-    headers: &HeaderMap,
+    headers: &SharedHeaders,
     info: ClientConfig,
     server: ServerName,
     max_event: usize,
@@ -37,7 +38,7 @@ pub async fn detect(
     );
     let response = client
         .post(url.clone())
-        .headers(headers.clone())
+        .headers(headers.get())
         .header(
             header::ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
@@ -50,7 +51,7 @@ pub async fn detect(
     match status {
         s if s.is_success() => {
             speaks_mcp(response.headers())?;
-            end_probe_session(client, url, headers, response.headers()).await;
+            end_probe_session(client, url, &headers.get(), response.headers()).await;
             Ok(Detected::StreamableHttp)
         }
         StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {

@@ -21,10 +21,12 @@ use tracing::{Instrument as _, Span, field};
 use super::{
     balance::{Replica, least_busy},
     classify::{classify, not_a_tool_result},
+    pool::Pool,
     slots::Slots,
 };
 use crate::{
     domain::{
+        caller::CallerValues,
         names::{ServerName, ToolName},
         outcome::StreamFault,
         request_error::{Aftermath, RequestError},
@@ -48,6 +50,9 @@ pub struct Upstream {
     pub(super) link: Link,
     /// The server's call slots and queue, shared by its replicas.
     pub(super) slots: Arc<Slots>,
+    /// A per-caller server's callers' sessions: calls go there, not to the replicas (which
+    /// then hold the session that lists the tools).
+    pub(super) pool: Option<Arc<Pool>>,
     /// `limits.max_result_bytes`, for messages.
     pub(super) max_result_bytes: usize,
 }
@@ -69,6 +74,11 @@ impl Upstream {
         self.timeout
     }
 
+    /// How many per-caller sessions are open (none for a shared server).
+    pub fn caller_sessions(&self) -> Option<usize> {
+        self.pool.as_ref().map(|pool| pool.sessions())
+    }
+
     /// Calls `tool` and waits at most `timeout`. When the timeout passes or this future is
     /// dropped (the caller went away), the server is sent `notifications/cancelled`. The
     /// request carries the trace context of its client span (or the caller's, see
@@ -79,6 +89,7 @@ impl Upstream {
         arguments: Map<String, Value>,
         timeout: Duration,
         trace: &TraceHeaders,
+        caller: &dyn CallerValues,
     ) -> Result<CallToolResult, RequestError> {
         let span = self.client_span(tool);
         if telemetry::recording_arguments() {
@@ -94,7 +105,15 @@ impl Upstream {
         let result = async {
             let _slot = self.slots.take(&self.server).await?;
             // The replica is chosen once a slot is free, so queued calls count nowhere.
-            let replica = least_busy(&self.replicas).expect("a ready server has a replica");
+            let (_lease, owned);
+            let replica = match &self.pool {
+                Some(pool) => {
+                    (_lease, owned) = pool.replica_for(caller).await?;
+                    least_busy(std::slice::from_ref(&owned))
+                }
+                None => least_busy(&self.replicas),
+            }
+            .expect("a ready server has a replica");
             let _in_flight = InFlight::new(&self.server);
             let result = self.send(&replica, params, meta, timeout, &span).await;
             if matches!(

@@ -1,13 +1,15 @@
 //! What both HTTP transports share: the HTTP client (rustls with the system's root
 //! certificates, no OpenSSL) and the configured headers.
 
-use std::sync::Once;
+use std::sync::{Arc, Once, PoisonError, RwLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 
 use super::explain::explain;
-use crate::domain::{config::Secrets, outcome::StartFailure};
+use secrecy::SecretString;
+
+use crate::domain::outcome::StartFailure;
 
 /// Makes ring the process's TLS provider (reqwest and the OTLP exporter use the default one).
 pub fn install_tls_provider() {
@@ -27,7 +29,7 @@ pub fn client() -> Result<reqwest::Client, StartFailure> {
 }
 
 /// The configured headers, their values marked sensitive so that no Debug output shows them.
-pub fn headers(configured: &Secrets) -> Result<HeaderMap, StartFailure> {
+pub fn headers(configured: &[(String, SecretString)]) -> Result<HeaderMap, StartFailure> {
     let mut map = HeaderMap::with_capacity(configured.len());
     for (name, value) in configured {
         let name = HeaderName::try_from(name.as_str())
@@ -38,4 +40,31 @@ pub fn headers(configured: &Secrets) -> Result<HeaderMap, StartFailure> {
         map.insert(name, value);
     }
     Ok(map)
+}
+
+/// The headers of one session, read for every request it sends: a per-caller session's are
+/// replaced when its caller's values change (a new token), without a new session.
+#[derive(Debug, Clone, Default)]
+pub struct SharedHeaders(Arc<RwLock<HeaderMap>>);
+
+impl SharedHeaders {
+    /// Headers that start as `headers`.
+    pub fn new(headers: HeaderMap) -> Self {
+        Self(Arc::new(RwLock::new(headers)))
+    }
+
+    /// The headers now.
+    pub fn get(&self) -> HeaderMap {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the headers when they differ; later requests send the new ones.
+    pub fn set(&self, headers: HeaderMap) {
+        if *self.0.read().unwrap_or_else(PoisonError::into_inner) != headers {
+            *self.0.write().unwrap_or_else(PoisonError::into_inner) = headers;
+        }
+    }
 }

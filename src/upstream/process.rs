@@ -23,7 +23,7 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use super::{faults::Verdict, stdout_guard::StdoutGuard};
 use crate::domain::{
-    config::StdioSpec,
+    config::Launch,
     names::ServerName,
     outcome::{ProcessExit, StartFailure, StreamFault},
 };
@@ -90,7 +90,7 @@ pub struct ChildProcess {
 /// Starts the server's command with its pipes; stderr is logged from now on.
 pub fn spawn(
     server: &ServerName,
-    spec: &StdioSpec,
+    spec: &Launch,
     max_line: usize,
 ) -> Result<(ChildProcess, Pipes), StartFailure> {
     let mut command = tokio::process::Command::new(&spec.command);

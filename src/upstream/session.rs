@@ -16,6 +16,7 @@ use super::{
     faults::Faults,
     handle::Link,
     handler::Handler,
+    http::SharedHeaders,
     process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     tools_list,
 };
@@ -41,6 +42,10 @@ pub struct Session {
     pub transport: Transport,
     /// What the transport tells calls about answers that did not come.
     faults: Faults,
+    /// The headers every request sends (HTTP).
+    pub headers: Option<SharedHeaders>,
+    /// The fingerprint of the process's launch (stdio).
+    pub launch_digest: Option<u64>,
 }
 
 /// How rmcp's session loop ended.
@@ -67,7 +72,21 @@ impl Session {
             peer_info,
             transport,
             faults,
+            headers: None,
+            launch_digest: None,
         }
+    }
+
+    /// The session's request headers, for a caller whose values change to replace.
+    pub(super) fn with_headers(mut self, headers: SharedHeaders) -> Self {
+        self.headers = Some(headers);
+        self
+    }
+
+    /// The fingerprint of the launch the process was started with.
+    pub(super) fn with_launch_digest(mut self, digest: u64) -> Self {
+        self.launch_digest = Some(digest);
+        self
     }
 
     /// The call side of this session, for the server's [`Upstream`](super::Upstream).

@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, header};
+use http::{HeaderValue, header};
 use rmcp::{
     RoleClient,
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
@@ -16,7 +16,7 @@ use sse_stream::{Sse, SseStream};
 use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
-use super::{explain::explain, faults::Verdict};
+use super::{explain::explain, faults::Verdict, http::SharedHeaders};
 use crate::{
     domain::{
         names::ServerName,
@@ -44,7 +44,7 @@ pub enum SseError {
 pub struct SseTransport {
     client: reqwest::Client,
     endpoint: Url,
-    headers: HeaderMap,
+    headers: SharedHeaders,
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
     reader: JoinHandle<()>,
     verdict: Verdict,
@@ -100,13 +100,13 @@ fn last_event_end(chunk: &[u8]) -> Option<usize> {
 pub async fn connect(
     client: reqwest::Client,
     url: &Url,
-    headers: HeaderMap,
+    headers: SharedHeaders,
     server: ServerName,
     max_event: usize,
 ) -> Result<SseTransport, StartFailure> {
     let response = client
         .get(url.clone())
-        .headers(headers.clone())
+        .headers(headers.get())
         .header(
             header::ACCEPT,
             HeaderValue::from_static("text/event-stream"),
@@ -256,7 +256,7 @@ impl Transport<RoleClient> for SseTransport {
         let mut request = self
             .client
             .post(self.endpoint.clone())
-            .headers(self.headers.clone());
+            .headers(self.headers.get());
         // The trace context in `_meta` travels as HTTP headers too, for servers that read those.
         for (name, value) in trace_of(&item).to_headers() {
             request = request.header(name, value);

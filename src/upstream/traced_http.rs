@@ -18,20 +18,38 @@ use rmcp::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::{faults::Oversized, sse::trace_of};
+use super::{faults::Oversized, http::SharedHeaders, sse::trace_of};
 use crate::foreign_errors;
 
-/// reqwest, plus trace headers on every POST and answers over the size limit told apart.
+/// reqwest, plus the session's headers and trace headers on every request, and answers over
+/// the size limit told apart.
 #[derive(Clone)]
 pub struct TracedClient {
     client: reqwest::Client,
+    headers: SharedHeaders,
     oversized: Oversized,
 }
 
 impl TracedClient {
-    /// A client whose over-large answers are recorded in `oversized`.
-    pub fn new(client: reqwest::Client, oversized: Oversized) -> Self {
-        Self { client, oversized }
+    /// A client sending `headers` (read for each request) whose over-large answers are
+    /// recorded in `oversized`.
+    pub fn new(client: reqwest::Client, headers: SharedHeaders, oversized: Oversized) -> Self {
+        Self {
+            client,
+            headers,
+            oversized,
+        }
+    }
+
+    /// rmcp's own headers plus the session's, which win.
+    fn with_session_headers(
+        &self,
+        mut headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HashMap<HeaderName, HeaderValue> {
+        for (name, value) in &self.headers.get() {
+            headers.insert(name.clone(), value.clone());
+        }
+        headers
     }
 }
 
@@ -120,7 +138,7 @@ impl StreamableHttpClient for TracedClient {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         traced_post(
             message,
-            custom_headers,
+            self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
                 self.client
@@ -140,7 +158,7 @@ impl StreamableHttpClient for TracedClient {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         traced_post(
             message,
-            custom_headers,
+            self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
                 self.client.post_message_with_max_sse_event_size(
@@ -166,7 +184,7 @@ impl StreamableHttpClient for TracedClient {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
         traced_post(
             message,
-            custom_headers,
+            self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
                 self.client.post_message_with_response_limits(
@@ -188,8 +206,9 @@ impl StreamableHttpClient for TracedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<()>> + Send + '_ {
+        let headers = self.with_session_headers(custom_headers);
         self.client
-            .delete_session(uri, session_id, auth_header, custom_headers)
+            .delete_session(uri, session_id, auth_header, headers)
     }
 
     fn get_stream(
@@ -201,8 +220,9 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
+        let headers = self.with_session_headers(custom_headers);
         self.client
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .get_stream(uri, session_id, last_event_id, auth_header, headers)
     }
 
     fn get_stream_with_max_sse_event_size(
@@ -215,12 +235,13 @@ impl StreamableHttpClient for TracedClient {
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
+        let headers = self.with_session_headers(custom_headers);
         self.client.get_stream_with_max_sse_event_size(
             uri,
             session_id,
             last_event_id,
             auth_header,
-            custom_headers,
+            headers,
             max_sse_event_size,
         )
     }

@@ -38,7 +38,7 @@ impl Checker<'_, '_> {
     }
 
     /// A count within `range`, or `default` (with an error) when it is outside.
-    fn count(
+    pub(super) fn count(
         &mut self,
         raw: Option<u64>,
         default: usize,
@@ -65,7 +65,13 @@ impl Checker<'_, '_> {
 
     /// How many copies of a stdio server run: 1 to [`MAX_REPLICAS`]. An HTTP server is one
     /// endpoint we do not start, so there is nothing to copy.
-    pub(super) fn replicas(&mut self, raw: Option<u64>, over_http: bool, at: &str) -> usize {
+    pub(super) fn replicas(
+        &mut self,
+        raw: Option<u64>,
+        over_http: bool,
+        per_caller: bool,
+        at: &str,
+    ) -> usize {
         let Some(replicas) = raw else {
             return DEFAULT_REPLICAS;
         };
@@ -75,6 +81,11 @@ impl Checker<'_, '_> {
                 &at,
                 "only for stdio servers (with \"command\"), not with \"url\"",
             );
+            return DEFAULT_REPLICAS;
+        }
+        if per_caller && replicas != 1 {
+            let reason = "only for shared servers: a per-caller server runs one process per caller";
+            self.error(&at, reason);
             return DEFAULT_REPLICAS;
         }
         match usize::try_from(replicas) {

@@ -4,37 +4,44 @@
 //! are parameters; reading the file and the environment is the caller's job.
 //!
 //! Validation reports every problem, each with its field path, and never stops at the first:
-//! `toolbroker check` lists them all. Env and header values are secrets ([`SecretString`]), so
-//! a `Debug` print of a config never shows them.
+//! `toolbroker check` lists them all. Env and header values are secrets (a [`Template`]'s
+//! `Debug` never shows its text), so a `Debug` print of a config never shows them.
 
 mod capacity;
 mod durations;
+mod isolation;
+mod jwt;
 mod raw;
 mod security;
 mod transport;
+mod transport_spec;
 mod validate;
 
+pub use isolation::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
+};
+pub use jwt::{JwksSource, JwtSpec};
 pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
+pub use transport_spec::{
+    Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
+};
 
 #[cfg(test)]
 mod tests;
 
 use std::{
-    collections::BTreeMap,
     fmt,
     net::SocketAddr,
-    path::PathBuf,
     time::{Duration, SystemTime},
 };
 
-use secrecy::{ExposeSecret, SecretString};
-
 use super::{
+    caller::FixedCaller,
     catalog::ServerPolicy,
     expand::Lookup,
     names::ServerName,
     outcome::Phase,
-    state::{Readiness, ServerCondition, Transport},
+    state::{Readiness, ServerCondition},
 };
 
 /// A call's timeout when the server entry gives none.
@@ -146,9 +153,22 @@ pub struct ServerSpec {
     pub max_result_bytes: usize,
     /// How many copies of a stdio server run, calls spread over them; always 1 over HTTP.
     pub replicas: usize,
+    /// Whether callers share one session or each gets its own.
+    pub isolation: Isolation,
+    /// Trade each caller's token for one meant for this server (per-caller HTTP servers).
+    pub token_exchange: Option<TokenExchange>,
 }
 
 impl ServerSpec {
+    /// The caller values its discovery session (the one that lists the tools) is started
+    /// with: `discovery` for a per-caller server; none needed for a shared one.
+    pub fn discovery_caller(&self) -> FixedCaller {
+        match &self.isolation {
+            Isolation::PerCaller(per_caller) => per_caller.discovery.clone(),
+            Isolation::Shared => FixedCaller::default(),
+        }
+    }
+
     /// The condition the server is in before its supervisor has done anything.
     pub fn initial_condition(&self, now: SystemTime) -> ServerCondition {
         Phase::Starting.condition(self.transport.kind(), 0, now)
@@ -201,99 +221,6 @@ impl Default for Backoff {
             max: DEFAULT_BACKOFF_MAX,
         }
     }
-}
-
-/// How to reach an MCP server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TransportSpec {
-    /// A child process speaking JSON-RPC over stdin/stdout.
-    Stdio(StdioSpec),
-    /// An HTTP endpoint (streamable HTTP or legacy SSE).
-    Http(HttpSpec),
-}
-
-impl TransportSpec {
-    /// The configured transport; `Auto` when the HTTP flavour is detected on connect (and
-    /// reported then).
-    pub fn kind(&self) -> Transport {
-        match self {
-            TransportSpec::Stdio(_) => Transport::Stdio,
-            TransportSpec::Http(http) => match http.mode {
-                HttpMode::Auto => Transport::Auto,
-                HttpMode::StreamableHttp => Transport::StreamableHttp,
-                HttpMode::Sse => Transport::Sse,
-            },
-        }
-    }
-}
-
-/// Names mapped to secret values (env variables, HTTP headers), sorted by name so that equal
-/// maps compare equal whatever order the file gave.
-pub type Secrets = BTreeMap<String, SecretString>;
-
-/// A server run as a child process.
-#[derive(Debug, Clone)]
-pub struct StdioSpec {
-    /// The program, found on `PATH` if it has no `/`.
-    pub command: String,
-    /// Its arguments, expanded.
-    pub args: Vec<String>,
-    /// Variables added to the broker's environment for the child; values are secrets.
-    pub env: Secrets,
-    /// Its working directory; `None` = the broker's.
-    pub cwd: Option<PathBuf>,
-    /// Whether it gets the broker's whole environment rather than a minimal one.
-    pub inherit_env: bool,
-}
-
-/// A server reached over HTTP.
-#[derive(Debug, Clone)]
-pub struct HttpSpec {
-    /// The endpoint, `http://` or `https://`.
-    pub url: String,
-    /// Which HTTP transport to speak.
-    pub mode: HttpMode,
-    /// Headers sent with every request (e.g. `Authorization`); values are secrets.
-    pub headers: Secrets,
-}
-
-/// Which MCP HTTP transport to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpMode {
-    /// Streamable HTTP, falling back to legacy SSE as the MCP spec describes.
-    Auto,
-    /// Streamable HTTP only.
-    StreamableHttp,
-    /// Legacy HTTP+SSE only.
-    Sse,
-}
-
-// By hand because SecretString has no PartialEq; hot reload diffs specs, so secrets count.
-impl PartialEq for StdioSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.command == other.command
-            && self.args == other.args
-            && secrets_eq(&self.env, &other.env)
-            && self.cwd == other.cwd
-            && self.inherit_env == other.inherit_env
-    }
-}
-impl Eq for StdioSpec {}
-
-impl PartialEq for HttpSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.url == other.url
-            && self.mode == other.mode
-            && secrets_eq(&self.headers, &other.headers)
-    }
-}
-impl Eq for HttpSpec {}
-
-fn secrets_eq(a: &Secrets, b: &Secrets) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|((ka, va), (kb, vb))| ka == kb && va.expose_secret() == vb.expose_secret())
 }
 
 /// One problem in a config file.

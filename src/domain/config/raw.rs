@@ -58,6 +58,13 @@ pub(super) struct RawServer {
     pub queue_timeout: Option<Value>,
     pub inherit_env: Option<bool>,
     pub replicas: Option<u64>,
+    pub isolation: Option<String>,
+    pub max_sessions: Option<u64>,
+    /// Kept raw so that a bad duration is a semantic error with a helpful message.
+    pub idle_timeout: Option<Value>,
+    /// Sections checked on their own (see `isolation.rs`), kept raw here.
+    pub discovery: Option<Value>,
+    pub token_exchange: Option<Value>,
 }
 
 /// The two ways of writing a server entry.

@@ -9,15 +9,17 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, path,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, JwtSpec, path,
     validate::Checker,
 };
 
-/// Who may call the broker. With no tokens and no client CA, anyone may.
+/// Who may call the broker. With no tokens, no JWT issuer and no client CA, anyone may.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Auth {
     /// Accepted bearer tokens (several, for rotation).
     pub tokens: Vec<TokenSpec>,
+    /// Accepted JWTs.
+    pub jwt: Option<JwtSpec>,
     /// Clients must present a certificate signed by this CA (needs `tls`).
     pub client_ca: Option<PathBuf>,
 }
@@ -25,7 +27,7 @@ pub struct Auth {
 impl Auth {
     /// Whether any check is configured.
     pub fn enabled(&self) -> bool {
-        !self.tokens.is_empty() || self.client_ca.is_some()
+        !self.tokens.is_empty() || self.jwt.is_some() || self.client_ca.is_some()
     }
 }
 
@@ -98,6 +100,7 @@ impl Default for Limits {
 #[serde(deny_unknown_fields)]
 struct RawAuth {
     tokens: Option<Vec<Value>>,
+    jwt: Option<Value>,
     client_ca: Option<String>,
 }
 
@@ -138,11 +141,16 @@ impl Checker<'_, '_> {
             .enumerate()
             .filter_map(|(i, value)| self.token(value, &path::index("auth.tokens", i)))
             .collect();
+        let jwt = self.jwt(raw.jwt);
         let client_ca = raw
             .client_ca
             .and_then(|ca| self.expand(&ca, "auth.client_ca"))
             .map(PathBuf::from);
-        Auth { tokens, client_ca }
+        Auth {
+            tokens,
+            jwt,
+            client_ca,
+        }
     }
 
     fn token(&mut self, value: Value, at: &str) -> Option<TokenSpec> {

@@ -1,13 +1,12 @@
 //! Transport checks: `transport`/`type`, `command`, `url` and the fields that go with each,
 //! expanded and resolved to a [`TransportSpec`]. Pure.
 
-use std::path::PathBuf;
-
 use super::{
-    HttpMode, HttpSpec, Secrets, StdioSpec, TransportSpec, path,
+    HttpMode, HttpSpec, StdioSpec, Templates, TransportSpec, path,
     raw::{self, Pairs, RawServer},
     validate::Checker,
 };
+use crate::domain::caller::Template;
 
 /// The transport as named by `transport` or `type`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,23 +30,25 @@ struct KindField {
 struct Fields {
     kind: Option<KindField>,
     command: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<Secrets>,
-    cwd: Option<String>,
+    args: Option<Vec<Template>>,
+    env: Option<Templates>,
+    cwd: Option<Template>,
     url: Option<String>,
-    headers: Option<Secrets>,
+    headers: Option<Templates>,
     inherit_env: Option<bool>,
 }
 
 impl Checker<'_, '_> {
-    /// Resolves the transport from `transport`/`type`, `command` and `url`.
+    /// Resolves the transport from `transport`/`type`, `command` and `url`; caller values are
+    /// allowed in `args`, `env`, `cwd` and `headers` of a `per_caller` server only.
     pub(super) fn transport(
         &mut self,
         raw: &mut RawServer,
         at: &str,
         dropped: &[String],
+        per_caller: bool,
     ) -> Option<TransportSpec> {
-        let fields = self.fields(raw, at);
+        let fields = self.fields(raw, at, per_caller);
         match (&fields.command, &fields.url) {
             (Some(_), Some(_)) => {
                 let reason =
@@ -68,9 +69,10 @@ impl Checker<'_, '_> {
     }
 
     /// Reads and expands an entry's transport fields, reporting what is wrong with each alone.
-    fn fields(&mut self, raw: &mut RawServer, at: &str) -> Fields {
+    fn fields(&mut self, raw: &mut RawServer, at: &str, per_caller: bool) -> Fields {
         let kind = self.kind(raw.transport.take(), raw.kind.take(), at);
         let args_at = path::field(at, "args");
+        let secrets_of = |named| Secrets { named, per_caller };
         Fields {
             kind,
             command: raw
@@ -79,7 +81,7 @@ impl Checker<'_, '_> {
                 .map(|c| self.non_empty(&c, &path::field(at, "command"))),
             args: raw.args.take().map(|args| {
                 let expand = |(i, arg): (usize, raw::Text)| {
-                    self.expand(&arg.0, &path::index(&args_at, i))
+                    self.template(&arg.0, &path::index(&args_at, i), per_caller)
                         .unwrap_or_default()
                 };
                 args.into_iter().enumerate().map(expand).collect()
@@ -87,11 +89,18 @@ impl Checker<'_, '_> {
             env: raw
                 .env
                 .take()
-                .map(|env| self.secrets(env, &path::field(at, "env"), Named::Env)),
-            cwd: raw
-                .cwd
-                .take()
-                .map(|cwd| self.non_empty(&cwd, &path::field(at, "cwd"))),
+                .map(|env| self.secrets(env, &path::field(at, "env"), secrets_of(Named::Env))),
+            cwd: raw.cwd.take().map(|cwd| {
+                let at = path::field(at, "cwd");
+                let template = self.template(&cwd, &at, per_caller);
+                if template
+                    .as_ref()
+                    .is_some_and(|t| t.is_fixed() && t.as_written().trim().is_empty())
+                {
+                    self.empty(&cwd, &at);
+                }
+                template.unwrap_or_default()
+            }),
             url: raw
                 .url
                 .take()
@@ -99,7 +108,7 @@ impl Checker<'_, '_> {
             headers: raw
                 .headers
                 .take()
-                .map(|h| self.secrets(h, &path::field(at, "headers"), Named::Header)),
+                .map(|h| self.secrets(h, &path::field(at, "headers"), secrets_of(Named::Header))),
             inherit_env: raw.inherit_env.take(),
         }
     }
@@ -159,7 +168,7 @@ impl Checker<'_, '_> {
             command: fields.command?,
             args: fields.args.unwrap_or_default(),
             env: fields.env.unwrap_or_default(),
-            cwd: fields.cwd.map(PathBuf::from),
+            cwd: fields.cwd,
             inherit_env: fields.inherit_env.unwrap_or(false),
         }))
     }
@@ -202,18 +211,23 @@ impl Checker<'_, '_> {
     fn non_empty(&mut self, raw: &str, at: &str) -> String {
         let value = self.expand(raw, at);
         if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
-            let reason = if raw.trim().is_empty() {
-                "must not be empty".to_owned()
-            } else {
-                format!("{raw:?} expands to an empty value")
-            };
-            self.error(at, reason);
+            self.empty(raw, at);
         }
         value.unwrap_or_default()
     }
 
+    /// Reports that `raw` is, or expands to, nothing.
+    fn empty(&mut self, raw: &str, at: &str) {
+        let reason = if raw.trim().is_empty() {
+            "must not be empty".to_owned()
+        } else {
+            format!("{raw:?} expands to an empty value")
+        };
+        self.error(at, reason);
+    }
+
     /// Expands and checks a URL; the message shows it as written, so no secret leaks.
-    fn url(&mut self, raw: &str, at: &str) -> String {
+    pub(super) fn url(&mut self, raw: &str, at: &str) -> String {
         let Some(url) = self.expand(raw, at) else {
             return String::new();
         };
@@ -235,14 +249,15 @@ impl Checker<'_, '_> {
     }
 
     /// Expands the values of an env or headers map, vetting each name and value.
-    fn secrets(&mut self, pairs: Pairs, at: &str, named: Named) -> Secrets {
-        let mut secrets = Secrets::new();
+    fn secrets(&mut self, pairs: Pairs, at: &str, of: Secrets) -> Templates {
+        let named = of.named;
+        let mut secrets = Templates::new();
         for (key, value) in pairs.0 {
             let key_at = path::field(at, &key);
-            let Some(value) = self.expand(&value.0, &key_at) else {
+            let Some(value) = self.template(&value.0, &key_at, of.per_caller) else {
                 continue;
             };
-            if let Some(reason) = named.vet(&key, &value) {
+            if let Some(reason) = named.vet(&key, &value.as_written()) {
                 self.error(&key_at, reason);
             }
             // HTTP header names ignore case: two spellings would be sent as one header.
@@ -252,10 +267,17 @@ impl Checker<'_, '_> {
                     format!("header {key:?} is given twice (names ignore case)"),
                 );
             }
-            secrets.insert(key, value.into());
+            secrets.insert(key, value);
         }
         secrets
     }
+}
+
+/// Which map of secrets is checked, and whether it may hold caller values.
+#[derive(Clone, Copy)]
+struct Secrets {
+    named: Named,
+    per_caller: bool,
 }
 
 /// What a map of secrets names: environment variables or HTTP headers.

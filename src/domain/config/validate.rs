@@ -6,12 +6,13 @@ use std::{collections::HashMap, net::SocketAddr};
 use serde_json::{Map, Value};
 
 use super::{
-    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT,
+    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, Isolation,
     MAX_PREFIX_LEN, ServerSpec, path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
-    expand::{ExpandError, Lookup, expand},
+    caller::Template,
+    expand::{ExpandError, Lookup, expand, expand_template},
     names::{ServerName, is_name_char},
     state::Readiness,
 };
@@ -129,15 +130,36 @@ impl Checker<'_, '_> {
     pub(super) fn expand(&mut self, text: &str, at: &str) -> Option<String> {
         match expand(text, self.lookup) {
             Ok(expanded) => Some(expanded),
-            // One error per variable, so each reads "environment variable X is not set".
-            Err(ExpandError::Unset(names)) => {
+            Err(error) => {
+                self.expansion_error(error, at);
+                None
+            }
+        }
+    }
+
+    /// Reports an expansion error; one per unset variable, so each reads "environment variable
+    /// X is not set".
+    fn expansion_error(&mut self, error: ExpandError, at: &str) {
+        match error {
+            ExpandError::Unset(names) => {
                 for name in names {
                     self.error(at, ExpandError::Unset(vec![name]).to_string());
                 }
-                None
             }
+            error => self.error(at, error.to_string()),
+        }
+    }
+
+    /// Expands a field that may hold caller values (when `per_caller`); elsewhere a caller
+    /// value is an error naming the field.
+    pub(super) fn template(&mut self, text: &str, at: &str, per_caller: bool) -> Option<Template> {
+        if !per_caller {
+            return self.expand(text, at).map(Template::text);
+        }
+        match expand_template(text, self.lookup) {
+            Ok(template) => Some(template),
             Err(error) => {
-                self.error(at, error.to_string());
+                self.expansion_error(error, at);
                 None
             }
         }
@@ -233,8 +255,12 @@ impl Checker<'_, '_> {
         let (mut raw, dropped) = raw::deserialize_all::<RawServer>(map, at, self.errors);
         let name = self.server_name(entry.key, raw.name.take(), at, &dropped, seen);
         let over_http = raw.url.is_some() && raw.command.is_none();
-        let replicas = self.replicas(raw.replicas.take(), over_http, at);
-        let transport = self.transport(&mut raw, at, &dropped);
+        let isolation = self.isolation(&mut raw, at);
+        let per_caller = matches!(isolation, Isolation::PerCaller(_));
+        let replicas = self.replicas(raw.replicas.take(), over_http, per_caller, at);
+        let transport = self.transport(&mut raw, at, &dropped, per_caller);
+        let token_exchange =
+            self.token_exchange(raw.token_exchange.take(), at, per_caller && over_http);
         let concurrency = self.concurrency(&mut raw, at);
         let tools = self.tools(raw.tools, at);
         let prefix = self.prefix(raw.prefix, at);
@@ -254,6 +280,8 @@ impl Checker<'_, '_> {
             concurrency,
             max_result_bytes,
             replicas,
+            isolation,
+            token_exchange,
         };
         (self.errors.len() == before).then_some(spec)
     }

@@ -119,6 +119,10 @@ pub enum StartFailure {
         /// The endpoint.
         endpoint: String,
     },
+    /// The server's config needs a caller value its `discovery` values do not give.
+    DiscoveryValue(String),
+    /// The discovery token could not be exchanged (why).
+    DiscoveryExchange(String),
 }
 
 impl fmt::Display for StartFailure {
@@ -179,6 +183,14 @@ impl fmt::Display for StartFailure {
             }
             StartFailure::EndpointElsewhere { endpoint } => {
                 write!(f, "the endpoint {endpoint} is not on the server's origin")
+            }
+            StartFailure::DiscoveryValue(reference) => write!(
+                f,
+                "the session that lists the tools needs ${{{reference}}}: give it under \
+                 `discovery` (id, token, headers, claims)"
+            ),
+            StartFailure::DiscoveryExchange(why) => {
+                write!(f, "the discovery token could not be exchanged: {why}")
             }
         }
     }

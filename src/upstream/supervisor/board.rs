@@ -16,7 +16,7 @@ use crate::{
         state::{ServerCondition, Transport},
         tool::ToolSpec,
     },
-    upstream::{Reporter, Upstream, balance::Replica, handle::Link, slots::Slots},
+    upstream::{Reporter, Upstream, balance::Replica, handle::Link, pool::Pool, slots::Slots},
 };
 
 /// One server's replicas, as last reported.
@@ -37,6 +37,8 @@ struct Template {
     slots: Arc<Slots>,
     /// The configured transport, for the final STOPPED status.
     transport: Transport,
+    /// A per-caller server's callers' sessions.
+    pool: Option<Arc<Pool>>,
 }
 
 struct Replicas {
@@ -53,7 +55,11 @@ struct Entry {
 
 impl Board {
     /// A board for `spec`'s replicas, all starting.
-    pub(super) fn new(spec: &ServerSpec, reporter: Arc<dyn Reporter>) -> Self {
+    pub(super) fn new(
+        spec: &ServerSpec,
+        reporter: Arc<dyn Reporter>,
+        pool: Option<Arc<Pool>>,
+    ) -> Self {
         let initial = spec.initial_condition(SystemTime::now());
         let each = (0..spec.replicas)
             .map(|_| Entry {
@@ -69,6 +75,7 @@ impl Board {
                 max_result_bytes: spec.max_result_bytes,
                 slots: Arc::new(Slots::new(spec.concurrency)),
                 transport: initial.transport,
+                pool,
             },
             replicas: Mutex::new(Replicas {
                 each,
@@ -145,6 +152,7 @@ impl Board {
             link: link.clone(),
             slots: self.template.slots.clone(),
             max_result_bytes: self.template.max_result_bytes,
+            pool: self.template.pool.clone(),
         });
         replicas.shown = combined.clone();
         self.reporter.condition(&self.name, combined, upstream);

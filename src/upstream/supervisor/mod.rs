@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use self::{board::Board, replica::ReplicaLoop};
-use super::Reporter;
-use crate::domain::config::ServerSpec;
+use super::{Reporter, exchange::Exchanger, pool::Pool};
+use crate::domain::config::{Isolation, ServerSpec};
 
 /// Owns one server's sessions for as long as the server is configured.
 pub struct Supervisor {
@@ -33,12 +33,28 @@ impl Supervisor {
     /// Runs every replica until `stop` is cancelled; their sessions and processes are closed
     /// before return, and the server is reported STOPPED.
     pub async fn run(self) {
-        let board = Board::new(&self.spec, self.reporter);
+        let exchange = self
+            .spec
+            .token_exchange
+            .clone()
+            .map(|spec| Arc::new(Exchanger::new(self.spec.name.clone(), spec)));
+        let pool = match &self.spec.isolation {
+            Isolation::PerCaller(limits) => {
+                Some(Pool::start(&self.spec, limits.clone(), exchange.clone()))
+            }
+            Isolation::Shared => None,
+        };
+        let board = Board::new(&self.spec, self.reporter, pool.clone());
         // Futures of this one task rather than tasks of their own: they end together, when
         // `stop` is cancelled, and share the board without a lock held across an await.
-        let replicas = (0..self.spec.replicas)
-            .map(|index| ReplicaLoop::new(index, &self.spec, &board, &self.stop).run());
+        let replicas = (0..self.spec.replicas).map(|index| {
+            ReplicaLoop::new(index, &self.spec, &board, &self.stop, exchange.as_deref()).run()
+        });
         futures::future::join_all(replicas).await;
+        // Callers' sessions close with the server, and no process of theirs outlives it.
+        if let Some(pool) = pool {
+            pool.close().await;
+        }
         board.stopped();
     }
 }

@@ -11,11 +11,15 @@ use crate::{
     domain::{
         backoff,
         config::ServerSpec,
-        outcome::{Phase, SessionLoss, Setback},
+        outcome::{Phase, SessionLoss, Setback, StartError, StartFailure},
         state::Transport,
         tool::ToolSpec,
     },
-    upstream::{connect, session::Session},
+    upstream::{
+        connect::{self, Resolved},
+        exchange::{Exchanger, bearer},
+        session::Session,
+    },
 };
 
 /// A session that stayed up this long was healthy: the next failure starts backoff afresh.
@@ -32,6 +36,8 @@ pub(super) struct ReplicaLoop<'a> {
     spec: &'a ServerSpec,
     board: &'a Board,
     stop: &'a CancellationToken,
+    /// The server's token exchange, for a discovery session with a token.
+    exchange: Option<&'a Exchanger>,
     restarts: u32,
 }
 
@@ -42,12 +48,14 @@ impl<'a> ReplicaLoop<'a> {
         spec: &'a ServerSpec,
         board: &'a Board,
         stop: &'a CancellationToken,
+        exchange: Option<&'a Exchanger>,
     ) -> Self {
         Self {
             index,
             spec,
             board,
             stop,
+            exchange,
             restarts: 0,
         }
     }
@@ -62,7 +70,7 @@ impl<'a> ReplicaLoop<'a> {
             let started = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
-                started = connect::start(self.spec) => started,
+                started = self.start() => started,
             };
             let setback = match started {
                 Ok((session, tools)) => {
@@ -90,6 +98,24 @@ impl<'a> ReplicaLoop<'a> {
                 attempt: self.restarts,
             };
         }
+    }
+
+    /// Starts a session with the discovery caller's values (for a shared server, there are
+    /// none to fill in) and lists the tools.
+    async fn start(&self) -> Result<connect::Started, StartError> {
+        let discovery = self.spec.discovery_caller();
+        let mut resolved = Resolved::of(self.spec, &discovery)
+            .map_err(|missing| StartFailure::DiscoveryValue(missing.0.to_string()))?;
+        if let Some(exchange) = self.exchange
+            && discovery.token.is_some()
+        {
+            let token = exchange
+                .token(&discovery)
+                .await
+                .map_err(|e| StartFailure::DiscoveryExchange(e.to_string()))?;
+            resolved.set_authorization(bearer(&token));
+        }
+        connect::start(self.spec, &resolved, true).await
     }
 
     /// Shows why the replica is down and when it is tried again, then waits; false if told to

@@ -5,13 +5,14 @@ mod errors;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 
 use super::{
     Backoff, Concurrency, Config, ConfigError, ConfigErrors, DEFAULT_INIT_TIMEOUT, DEFAULT_TIMEOUT,
-    HttpMode, HttpSpec, Secrets, ServerSpec, StdioSpec, TransportSpec, parse,
+    HttpMode, HttpSpec, Isolation, ServerSpec, StdioSpec, Templates, TransportSpec, parse,
 };
 use crate::domain::{
+    caller::Template,
     names::ServerName,
     state::{Readiness, Transport},
 };
@@ -50,18 +51,18 @@ fn name(text: &str) -> ServerName {
     ServerName::parse(text).expect("valid test name")
 }
 
-fn secrets(pairs: &[(&str, &str)]) -> Secrets {
+fn secrets(pairs: &[(&str, &str)]) -> Templates {
     pairs
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), SecretString::from(*v)))
+        .map(|(k, v)| ((*k).to_owned(), Template::text(*v)))
         .collect()
 }
 
 fn stdio(command: &str, args: &[&str]) -> TransportSpec {
     TransportSpec::Stdio(StdioSpec {
         command: command.into(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
-        env: Secrets::new(),
+        args: args.iter().map(|a| Template::text(*a)).collect(),
+        env: Templates::new(),
         cwd: None,
         inherit_env: false,
     })
@@ -79,6 +80,8 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         concurrency: Concurrency::default(),
         max_result_bytes: 16 << 20,
         replicas: 1,
+        isolation: Isolation::Shared,
+        token_exchange: None,
     }
 }
 
@@ -132,14 +135,14 @@ fn full_example_parses_to_concrete_values() {
                 "8080",
                 "true",
             ]
-            .map(String::from)
+            .map(Template::text)
             .to_vec(),
             env: secrets(&[
                 ("API_KEY", "key-123-secret"),
                 ("PORT", "3000"),
                 ("MODE", "dev"),
             ]),
-            cwd: Some(PathBuf::from("/home/me/srv")),
+            cwd: Some(Template::text("/home/me/srv")),
             inherit_env: false,
         }),
         tools: vec!["echo".to_owned(), "add".to_owned()],
@@ -246,7 +249,7 @@ fn json_mcp_json_document_parses() {
         fs.args,
         ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
     );
-    assert_eq!(fs.env["TOKEN"].expose_secret(), "tok-456-secret");
+    assert_eq!(fs.env["TOKEN"].as_written(), "tok-456-secret");
     assert_eq!(
         config.servers[1].transport.kind(),
         Transport::StreamableHttp
@@ -371,13 +374,13 @@ servers:
         a.args,
         ["/home/me", "fallback", "", "cost: 5$", "${NOT_EXPANDED}"]
     );
-    assert_eq!(a.env["K"].expose_secret(), "default value");
-    assert_eq!(a.cwd, Some(PathBuf::from("/home/me")));
+    assert_eq!(a.env["K"].as_written(), "default value");
+    assert_eq!(a.cwd, Some(Template::text("/home/me")));
     let TransportSpec::Http(b) = &config.servers[1].transport else {
         panic!("b should be http");
     };
     assert_eq!(b.url, "https://h/mcp");
-    assert_eq!(b.headers["X-Key"].expose_secret(), "key-123-secret");
+    assert_eq!(b.headers["X-Key"].as_written(), "key-123-secret");
 }
 
 #[test]
@@ -413,7 +416,7 @@ fn transport_names() {
         TransportSpec::Http(HttpSpec {
             url: "http://h".into(),
             mode,
-            headers: Secrets::new(),
+            headers: Templates::new(),
         })
     };
     assert_eq!(stdio("x", &[]).kind(), Transport::Stdio);

@@ -1,0 +1,241 @@
+//! Who is calling: a static bearer token (compared in constant time, several at once for
+//! rotation), a JWT verified against the issuer's JWKS, or a client certificate's subject CN;
+//! `anonymous` when auth is off. Each caller comes with the tools it may use. The gate is
+//! checked for every ToolBroker and reflection request (see `grpc::authenticate`); health
+//! stays open for probes.
+
+mod certificate;
+mod jwt;
+mod tokens;
+
+use std::{
+    borrow::Cow,
+    sync::{Arc, PoisonError, RwLock},
+};
+
+use rustls::pki_types::CertificateDer;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value};
+use tonic::Request;
+
+use self::{jwt::JwtVerifier, tokens::StaticTokens};
+use crate::domain::{
+    caller::{CallerKey, CallerKind},
+    config::{Auth, ConfigError},
+    grants::Access,
+    request_error::{AuthFailure, RequestError},
+};
+
+/// A caller the gate let in: who it is, what it may use, and what it proved it with.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Who it is.
+    pub key: CallerKey,
+    /// The tools it may see and call.
+    pub access: Access,
+    /// The bearer token as received (for `${caller.token}` and token exchange).
+    token: Option<SecretString>,
+    /// Its JWT's claims.
+    claims: Option<Arc<Map<String, Value>>>,
+}
+
+impl Caller {
+    /// Anyone, when no auth is configured.
+    pub fn anyone() -> Self {
+        Self {
+            key: CallerKey::anonymous(),
+            access: Access::All,
+            token: None,
+            claims: None,
+        }
+    }
+
+    /// Whether this caller may see and call the tool exposed as `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        self.access.may_use(name)
+    }
+
+    /// Whether it sees every tool.
+    pub fn sees_all(&self) -> bool {
+        self.access.sees_all()
+    }
+
+    /// The bearer token it sent.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_ref().map(ExposeSecret::expose_secret)
+    }
+
+    /// A claim of its JWT, as text: strings as they are, other values as JSON.
+    pub fn claim(&self, name: &str) -> Option<Cow<'_, str>> {
+        match self.claims.as_ref()?.get(name)? {
+            Value::String(text) => Some(Cow::Borrowed(text)),
+            Value::Null => None,
+            other => Some(Cow::Owned(other.to_string())),
+        }
+    }
+}
+
+/// What the gate checks, as loaded from the config (token files and a JWKS file read).
+pub struct Credentials {
+    tokens: StaticTokens,
+    jwt: Option<JwtVerifier>,
+    require_client_cert: bool,
+}
+
+impl Credentials {
+    /// Reads the token files and the JWKS file; every problem is an error at its field.
+    pub fn load(auth: &Auth) -> Result<Self, Vec<ConfigError>> {
+        let tokens = StaticTokens::load(&auth.tokens);
+        let jwt = auth.jwt.as_ref().map(JwtVerifier::load).transpose();
+        match (tokens, jwt) {
+            (Ok(tokens), Ok(jwt)) => Ok(Self {
+                tokens,
+                jwt,
+                require_client_cert: auth.client_ca.is_some(),
+            }),
+            (tokens, jwt) => {
+                let mut errors = tokens.err().unwrap_or_default();
+                errors.extend(jwt.err());
+                Err(errors)
+            }
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        !self.tokens.is_empty() || self.jwt.is_some() || self.require_client_cert
+    }
+}
+
+/// The current credentials; swapped whole on reload.
+#[derive(Clone)]
+pub struct Gate {
+    current: Arc<RwLock<Arc<Credentials>>>,
+}
+
+impl Gate {
+    /// A gate checking `credentials`.
+    pub fn new(credentials: Credentials) -> Self {
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(credentials))),
+        }
+    }
+
+    /// Replaces the credentials (config reload).
+    pub fn replace(&self, credentials: Credentials) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(credentials);
+    }
+
+    fn credentials(&self) -> Arc<Credentials> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Fetches a JWKS URL's keys now, so that the first caller does not wait for them.
+    pub async fn prefetch(&self) {
+        if let Some(jwt) = &self.credentials().jwt {
+            jwt.prefetch().await;
+        }
+    }
+
+    /// Who sends a request with these headers over a connection with these client
+    /// certificates, or why it is refused.
+    pub async fn admit(
+        &self,
+        headers: &http::HeaderMap,
+        certs: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Caller, RequestError> {
+        let credentials = self.credentials();
+        if !credentials.enabled() {
+            return Ok(Caller::anyone());
+        }
+        admit(&credentials, headers, certs)
+            .await
+            .map_err(RequestError::Unauthenticated)
+    }
+}
+
+/// Checks a request's certificate, then its bearer token: a JWT when it looks like one and JWTs
+/// are configured, else one of the static tokens. With only a client CA configured, the
+/// certificate names the caller.
+async fn admit(
+    credentials: &Credentials,
+    headers: &http::HeaderMap,
+    certs: Option<&[CertificateDer<'static>]>,
+) -> Result<Caller, AuthFailure> {
+    let cert = certs.and_then(|certs| certs.first());
+    if credentials.require_client_cert && cert.is_none() {
+        return Err(AuthFailure::ClientCertificateRequired);
+    }
+    if credentials.tokens.is_empty() && credentials.jwt.is_none() {
+        let id = cert
+            .and_then(certificate::subject_cn)
+            .unwrap_or_else(|| "client certificate".into());
+        return Ok(Caller {
+            key: CallerKey {
+                kind: CallerKind::Certificate,
+                id,
+            },
+            access: Access::All,
+            token: None,
+            claims: None,
+        });
+    }
+    let presented = bearer(headers)?;
+    if let Some(verifier) = &credentials.jwt
+        && jwt::looks_like_jwt(presented)
+    {
+        let verified = verifier.verify(presented).await.map_err(AuthFailure::Jwt)?;
+        return Ok(Caller {
+            key: CallerKey {
+                kind: CallerKind::Jwt,
+                id: verified.id,
+            },
+            access: verified.access,
+            token: Some(presented.to_owned().into()),
+            claims: Some(verified.claims),
+        });
+    }
+    let (name, access) = credentials
+        .tokens
+        .find(presented)
+        .ok_or(AuthFailure::InvalidToken)?;
+    Ok(Caller {
+        key: CallerKey {
+            kind: CallerKind::Token,
+            id: name.to_owned(),
+        },
+        access: access.clone(),
+        token: Some(presented.to_owned().into()),
+        claims: None,
+    })
+}
+
+/// The token of an `authorization: Bearer <token>` header.
+fn bearer(headers: &http::HeaderMap) -> Result<&str, AuthFailure> {
+    let value = headers
+        .get(http::header::AUTHORIZATION)
+        .ok_or(AuthFailure::MissingToken)?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or(AuthFailure::NotBearer)
+}
+
+/// The caller recorded by the gate (anyone when the request did not pass through it).
+pub fn caller<T>(request: &Request<T>) -> Caller {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(Caller::anyone)
+}
+
+#[cfg(test)]
+mod tests;
