@@ -82,6 +82,9 @@ pub struct DemoServerArgs {
     /// Handle one tool call at a time (the others wait), like many real MCP servers.
     #[arg(long)]
     pub serial: bool,
+    /// A label with no effect but to show in `whoami`'s arguments (to see what a config passed).
+    #[arg(long, value_name = "TEXT")]
+    pub tag: Option<String>,
 }
 
 /// Transports of the demo server.

@@ -13,7 +13,7 @@ use rmcp::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::tools::{AddArgs, EchoArgs, FailArgs, NoArgs, SleepArgs, Stats, StatsArgs};
+use super::tools::{AddArgs, EchoArgs, FailArgs, NoArgs, SleepArgs, Stats, StatsArgs, WhoamiArgs};
 
 /// Deserializes a tool's arguments; failure is the caller's mistake, so -32602 naming the problem.
 pub(super) fn parse_args<T: DeserializeOwned>(
@@ -109,6 +109,32 @@ pub(super) fn echo_meta(
         blocks.push(ContentBlock::text(json.to_string()));
     }
     CallToolResult::success(blocks)
+}
+
+/// `whoami`: the process's id, working directory and arguments, the environment variables
+/// asked for, and over HTTP the request's headers: what a client's config gave this server.
+pub(super) fn whoami(args: WhoamiArgs, http: Option<&::http::HeaderMap>) -> CallToolResult {
+    let env: serde_json::Map<String, serde_json::Value> = args
+        .env
+        .into_iter()
+        .map(|name| {
+            let value = std::env::var(&name).ok();
+            (name, serde_json::json!(value))
+        })
+        .collect();
+    let headers: serde_json::Map<String, serde_json::Value> = http
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.into())))
+        .collect();
+    let report = serde_json::json!({
+        "pid": std::process::id(),
+        "cwd": std::env::current_dir().ok(),
+        "args": std::env::args().skip(1).collect::<Vec<_>>(),
+        "env": env,
+        "headers": headers,
+    });
+    text_result(report.to_string())
 }
 
 /// Synthetic and run-time tools: check the arguments against `T`, then echo them.

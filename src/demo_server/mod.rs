@@ -189,6 +189,10 @@ impl DemoServer {
                 let http = context.extensions.get::<::http::request::Parts>();
                 handlers::echo_meta(params_meta, &context.meta, http.map(|parts| &parts.headers))
             }
+            Builtin::Whoami => {
+                let http = context.extensions.get::<::http::request::Parts>();
+                handlers::whoami(parse_args(name, args)?, http.map(|parts| &parts.headers))
+            }
             Builtin::Crash => {
                 handlers::no_args(name, args)?;
                 crash()

@@ -19,6 +19,7 @@ pub(super) enum Builtin {
     Fail,
     Sleep,
     EchoMeta,
+    Whoami,
     AddTool,
     RemoveTool,
     Crash,
@@ -26,7 +27,7 @@ pub(super) enum Builtin {
 
 impl Builtin {
     /// Every built-in tool, in listing order.
-    pub(super) const ALL: [Builtin; 11] = [
+    pub(super) const ALL: [Builtin; 12] = [
         Self::Echo,
         Self::Add,
         Self::Stats,
@@ -35,6 +36,7 @@ impl Builtin {
         Self::Fail,
         Self::Sleep,
         Self::EchoMeta,
+        Self::Whoami,
         Self::AddTool,
         Self::RemoveTool,
         Self::Crash,
@@ -59,6 +61,7 @@ impl Builtin {
             Self::Sleep => tool.with_input_schema::<SleepArgs>(),
             Self::AddTool => tool.with_input_schema::<AddToolArgs>(),
             Self::RemoveTool => tool.with_input_schema::<RemoveToolArgs>(),
+            Self::Whoami => tool.with_input_schema::<WhoamiArgs>(),
             Self::TinyImage | Self::AllContent | Self::EchoMeta | Self::Crash => {
                 tool.with_input_schema::<NoArgs>()
             }
@@ -104,6 +107,11 @@ impl Builtin {
                 "echo_meta",
                 "Echo request metadata",
                 "Returns the request's _meta object (progress token, trace context and any other keys) as JSON text.",
+            ),
+            Self::Whoami => (
+                "whoami",
+                "Who am I",
+                "Returns what this server process was started and reached with, as JSON text: its process id, working directory, arguments, the environment variables named in env, and over HTTP the request's headers.",
             ),
             Self::AddTool => (
                 "add_tool",
@@ -179,6 +187,15 @@ pub(super) struct Stats {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NoArgs {}
+
+/// Arguments of `whoami`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WhoamiArgs {
+    /// Environment variables whose values to return.
+    #[serde(default)]
+    pub(super) env: Vec<String>,
+}
 
 /// Arguments of `fail`.
 #[derive(Debug, Deserialize, JsonSchema)]

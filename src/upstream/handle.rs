@@ -21,6 +21,7 @@ use tracing::{Instrument as _, Span, field};
 use super::{
     balance::{Replica, least_busy},
     classify::{classify, not_a_tool_result},
+    link::Link,
     pool::Pool,
     slots::Slots,
 };
@@ -55,17 +56,6 @@ pub struct Upstream {
     pub(super) pool: Option<Arc<Pool>>,
     /// `limits.max_result_bytes`, for messages.
     pub(super) max_result_bytes: usize,
-}
-
-/// The connection, as the MCP semantic conventions describe it.
-#[derive(Clone, Debug)]
-pub struct Link {
-    /// `network.transport`: `pipe` for stdio, `tcp` for HTTP.
-    pub network: &'static str,
-    /// `server.address` and `server.port`, for HTTP.
-    pub address: Option<(String, u16)>,
-    /// `mcp.protocol.version`, as negotiated.
-    pub protocol: String,
 }
 
 impl Upstream {

@@ -13,6 +13,7 @@ pub mod fleet;
 mod handle;
 mod handler;
 mod http;
+mod link;
 mod pool;
 mod process;
 mod reporter;

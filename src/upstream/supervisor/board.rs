@@ -16,7 +16,7 @@ use crate::{
         state::{ServerCondition, Transport},
         tool::ToolSpec,
     },
-    upstream::{Reporter, Upstream, balance::Replica, handle::Link, pool::Pool, slots::Slots},
+    upstream::{Reporter, Upstream, balance::Replica, link::Link, pool::Pool, slots::Slots},
 };
 
 /// One server's replicas, as last reported.

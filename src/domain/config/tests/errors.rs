@@ -3,7 +3,7 @@
 use super::{ConfigError, ConfigErrors, errors};
 
 /// Asserts the errors of `text` are exactly `want`, as (path, part of the reason).
-fn assert_errors(text: &str, want: &[(&str, &str)]) {
+pub(super) fn assert_errors(text: &str, want: &[(&str, &str)]) {
     let got = errors(text);
     let shown: Vec<String> = got.iter().map(ToString::to_string).collect();
     assert_eq!(

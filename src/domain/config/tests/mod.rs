@@ -1,6 +1,7 @@
 //! Tests of config parsing: valid documents and the values they give. The error cases are
 //! in [`errors`].
 
+mod callers;
 mod errors;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
