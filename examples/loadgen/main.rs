@@ -11,7 +11,9 @@
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
 //! - `startup`: time from process start to the port accepting, and idle RSS;
 //! - `replicas`: a one-request-at-a-time server with `replicas: 1` and `replicas: 4`;
-//! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here).
+//! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here);
+//! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
+//!   against shared, and the broker's memory per open session.
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
@@ -22,6 +24,7 @@ mod collector;
 mod direct;
 mod fanout;
 mod listing;
+mod per_caller;
 mod replicas;
 mod report;
 mod startup;
@@ -56,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
     let scenario = args.first().map(String::as_str).unwrap_or("");
     let all = scenario == "all";
     let known = [
-        "all", "calls", "list", "watch", "startup", "replicas", "tracing",
+        "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers",
     ];
     if !known.contains(&scenario) {
         eprintln!("usage: loadgen {} [--seconds N] [--quick]", known.join("|"));
@@ -80,6 +83,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "tracing" {
         tracing_cost::run(plan).await?;
+    }
+    if all || scenario == "callers" {
+        per_caller::run(plan).await?;
     }
     Ok(())
 }

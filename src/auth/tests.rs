@@ -227,3 +227,26 @@ async fn a_client_certificate_is_required_when_a_ca_is_configured() {
         RequestError::Unauthenticated(AuthFailure::ClientCertificateRequired)
     );
 }
+
+#[tokio::test]
+async fn a_client_certificate_names_its_caller_by_its_subject_cn() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["agent.local".to_owned()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "agent-7");
+    let cert = params.self_signed(&key).unwrap().der().clone();
+    assert_eq!(certificate::subject_cn(&cert).as_deref(), Some("agent-7"));
+
+    let config = parse("tls: {cert: c, key: k}\nauth: {client_ca: ca.pem}", &|_| {
+        None
+    })
+    .unwrap();
+    let gate = Gate::new(Credentials::load(&config.auth).unwrap());
+    let caller = gate
+        .admit(&headers(None), Some(std::slice::from_ref(&cert)))
+        .await
+        .unwrap();
+    assert_eq!(caller.key.kind, CallerKind::Certificate);
+    assert_eq!(caller.key.id, "agent-7");
+}
