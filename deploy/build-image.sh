@@ -18,6 +18,16 @@ state="$root_dir/.ci-cache/podman"
 podman=(podman --root "$state/storage" --runroot "$state/run" --storage-driver overlay)
 mirror=http://deb.debian.org/debian
 
+# `--remove`: delete the images, their build cache and the base images (about 3 GB), for CI
+# steps that come after and need the disk.
+if [[ ${1:-} == --remove ]]; then
+    if [[ -d $state ]]; then
+        "${podman[@]}" system reset --force >/dev/null 2>&1 || true
+        rm -rf "$state"
+    fi
+    exit 0
+fi
+
 if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null; then
     echo "installing podman, buildah and debootstrap (Debian packages)"
     apt-get update -qq
