@@ -5,7 +5,10 @@
 use std::{fmt, time::Duration};
 
 use super::{
-    caller::MissingValue, names::ServerName, outcome::TransportFailure, state::ServerState,
+    caller::MissingValue,
+    names::ServerName,
+    outcome::{OAuthFailure, TransportFailure},
+    state::ServerState,
 };
 
 /// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
@@ -158,6 +161,14 @@ pub enum RequestError {
         error: String,
         /// Its `error_description`, if any.
         description: Option<String>,
+    },
+    /// The broker has no usable OAuth token for the server (which step failed, and what to do).
+    #[error("server {server:?}: {failure}")]
+    Authorization {
+        /// The server.
+        server: ServerName,
+        /// Why.
+        failure: OAuthFailure,
     },
     /// The token endpoint could not be reached, or answered with something unusable.
     #[error("server {server:?}: the token endpoint is unavailable: {reason}")]
@@ -423,6 +434,16 @@ impl RequestError {
             }
             RequestError::ExchangeRefused { .. } => (PermissionDenied, Debug, "exchange_refused"),
             RequestError::ExchangeUnavailable { .. } => (Unavailable, Warn, "exchange_unavailable"),
+            RequestError::Authorization { failure, .. } => match failure {
+                OAuthFailure::InsufficientScope { .. } => {
+                    (PermissionDenied, Warn, "insufficient_scope")
+                }
+                OAuthFailure::NoIdToken => (Unauthenticated, Debug, "no_id_token"),
+                failure if failure.needs_person() => {
+                    (FailedPrecondition, Warn, "authorization_needed")
+                }
+                _ => (Unavailable, Warn, "authorization_failed"),
+            },
         };
         Class { code, level, label }
     }

@@ -11,6 +11,7 @@ mod capacity;
 mod durations;
 mod isolation;
 mod jwt;
+mod oauth;
 mod raw;
 mod security;
 mod transport;
@@ -21,6 +22,7 @@ pub use isolation::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
 };
 pub use jwt::{JwksSource, JwtSpec};
+pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
 pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
@@ -157,6 +159,8 @@ pub struct ServerSpec {
     pub isolation: Isolation,
     /// Trade each caller's token for one meant for this server (per-caller HTTP servers).
     pub token_exchange: Option<TokenExchange>,
+    /// How the broker gets OAuth tokens for this server (HTTP servers).
+    pub oauth: Option<OAuth>,
 }
 
 impl ServerSpec {

@@ -65,6 +65,7 @@ pub(super) struct RawServer {
     /// Sections checked on their own (see `isolation.rs`), kept raw here.
     pub discovery: Option<Value>,
     pub token_exchange: Option<Value>,
+    pub oauth: Option<Value>,
 }
 
 /// The two ways of writing a server entry.

@@ -6,8 +6,8 @@ use std::{collections::HashMap, net::SocketAddr};
 use serde_json::{Map, Value};
 
 use super::{
-    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, Isolation,
-    MAX_PREFIX_LEN, ServerSpec, path,
+    Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, HttpMode,
+    Isolation, MAX_PREFIX_LEN, ServerSpec, TransportSpec, oauth, path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
@@ -261,6 +261,15 @@ impl Checker<'_, '_> {
         let transport = self.transport(&mut raw, at, &dropped, per_caller);
         let token_exchange =
             self.token_exchange(raw.token_exchange.take(), at, per_caller && over_http);
+        let around = oauth::Around {
+            over_http,
+            legacy_sse: matches!(&transport, Some(TransportSpec::Http(http)) if http.mode == HttpMode::Sse),
+            per_caller,
+            authorization_header: matches!(&transport, Some(TransportSpec::Http(http))
+                if http.headers.keys().any(|name| name.eq_ignore_ascii_case("authorization"))),
+            token_exchange: token_exchange.is_some(),
+        };
+        let oauth = self.oauth(raw.oauth.take(), at, around);
         let concurrency = self.concurrency(&mut raw, at);
         let tools = self.tools(raw.tools, at);
         let prefix = self.prefix(raw.prefix, at);
@@ -282,6 +291,7 @@ impl Checker<'_, '_> {
             replicas,
             isolation,
             token_exchange,
+            oauth,
         };
         (self.errors.len() == before).then_some(spec)
     }

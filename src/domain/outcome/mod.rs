@@ -4,9 +4,11 @@
 //! message is made. Pure.
 
 mod failure;
+mod oauth;
 mod start;
 
 pub use failure::{ProcessExit, StreamFault, TransportFailure};
+pub use oauth::{LoginHint, NoStepUp, OAuthFailure, TokenStep};
 pub use start::{ListingFailure, StartError, StartFailure};
 
 use std::{fmt, time::Duration, time::SystemTime};
@@ -30,6 +32,8 @@ pub enum SessionEnd {
     PingFailed(TransportFailure),
     /// An HTTP server did not answer a liveness ping in time.
     PingUnanswered(Duration),
+    /// The broker has no OAuth token the server accepts.
+    Authorization(OAuthFailure),
 }
 
 impl fmt::Display for SessionEnd {
@@ -43,6 +47,7 @@ impl fmt::Display for SessionEnd {
             SessionEnd::PingFailed(failure) => {
                 write!(f, "the server did not answer a ping: {failure}")
             }
+            SessionEnd::Authorization(failure) => write!(f, "{failure}"),
             SessionEnd::PingUnanswered(after) => write!(
                 f,
                 "the server did not answer a ping within {}",

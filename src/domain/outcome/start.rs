@@ -6,6 +6,7 @@ use std::{fmt, io::ErrorKind, time::Duration};
 use http::StatusCode;
 
 use super::{
+    OAuthFailure,
     failure::{ProcessExit, StatusText, StreamFault, TransportFailure},
     stderr_note,
 };
@@ -123,6 +124,8 @@ pub enum StartFailure {
     DiscoveryValue(String),
     /// The discovery token could not be exchanged (why).
     DiscoveryExchange(String),
+    /// No usable OAuth token (which step failed).
+    Authorization(OAuthFailure),
 }
 
 impl fmt::Display for StartFailure {
@@ -192,6 +195,7 @@ impl fmt::Display for StartFailure {
             StartFailure::DiscoveryExchange(why) => {
                 write!(f, "the discovery token could not be exchanged: {why}")
             }
+            StartFailure::Authorization(failure) => write!(f, "{failure}"),
         }
     }
 }

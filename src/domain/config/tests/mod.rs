@@ -3,6 +3,7 @@
 
 mod callers;
 mod errors;
+mod oauth;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -83,6 +84,7 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         replicas: 1,
         isolation: Isolation::Shared,
         token_exchange: None,
+        oauth: None,
     }
 }
 
