@@ -34,7 +34,7 @@ use crate::{
     health::HealthStatuses,
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
     tls::{self, CertReloader},
-    upstream::fleet::Fleet,
+    upstream::{fleet::Fleet, oauth},
 };
 
 /// How long the server gets to close its connections once the calls are done.
@@ -53,7 +53,7 @@ pub struct App {
 
 impl App {
     /// Reads and checks every file the config names (token files, the TLS certificate and
-    /// key, the client CA); each problem is an error at the field that names the file. Binds
+    /// key, the client CA, OAuth private keys); each problem is an error at the field that names the file. Binds
     /// and spawns nothing.
     pub fn build(loaded: Loaded, listen: Option<SocketAddr>) -> Result<App, LoadError> {
         let config = &loaded.config;
@@ -63,10 +63,11 @@ impl App {
             .as_ref()
             .map(|files| tls::acceptor(files, config.auth.client_ca.as_deref()))
             .transpose();
+        let keys = oauth::key::check_all(&config.servers);
         let (credentials, tls) = match (credentials, tls) {
-            (Ok(credentials), Ok(tls)) => (credentials, tls),
+            (Ok(credentials), Ok(tls)) if keys.is_empty() => (credentials, tls),
             (credentials, tls) => {
-                let errors = [credentials.err(), tls.err()]
+                let errors = [credentials.err(), tls.err(), Some(keys)]
                     .into_iter()
                     .flatten()
                     .flatten();

@@ -1,6 +1,7 @@
-//! The command line: `serve` (the default), `check`, `demo-server`, and two small gRPC clients.
+//! The command line: `serve` (the default), `check`, `login`, `demo-server`, and two small
+//! gRPC clients.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -40,6 +41,25 @@ pub enum Command {
     Tools(ClientArgs),
     /// Call a tool on a running broker.
     Call(CallArgs),
+    /// Authorize the broker for a server under OAuth (`oauth` with a `token_store`): prints
+    /// the authorization URL, waits for the browser's redirect, writes the tokens.
+    Login(LoginArgs),
+}
+
+/// Options of `login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server, by its name in the config.
+    pub server: String,
+    /// The broker's config file.
+    #[arg(long, short, env = "TOOLBROKER_CONFIG")]
+    pub config: PathBuf,
+    /// Only print the URL; do not try to open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// How long to wait for the redirect (e.g. `5m`, `90s`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 /// Options of `serve`.
@@ -108,6 +128,9 @@ pub struct ClientArgs {
         default_value = "http://127.0.0.1:50051"
     )]
     pub addr: String,
+    /// Bearer token for a broker with `auth` (a static token or a JWT).
+    #[arg(long, env = "TOOLBROKER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// Options of `call`.

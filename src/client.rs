@@ -1,16 +1,45 @@
 //! `toolbroker tools` and `toolbroker call`: a terminal's view of a running broker.
 
 use anyhow::Context as _;
+use tonic::{metadata::MetadataValue, service::interceptor::InterceptedService};
 
 use crate::{
     cli::{CallArgs, ClientArgs},
     proto::{self, content::Kind, tool_broker_client::ToolBrokerClient},
 };
 
-async fn connect(args: &ClientArgs) -> anyhow::Result<ToolBrokerClient<tonic::transport::Channel>> {
-    ToolBrokerClient::connect(args.addr.clone())
+/// A client that sends `authorization: Bearer <token>` when a token is given.
+type Client = ToolBrokerClient<
+    InterceptedService<
+        tonic::transport::Channel,
+        Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
+    >,
+>;
+
+async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
+    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())
+        .with_context(|| format!("bad broker address {}", args.addr))?
+        .connect()
         .await
-        .with_context(|| format!("cannot connect to {}", args.addr))
+        .with_context(|| format!("cannot connect to {}", args.addr))?;
+    let bearer: Option<MetadataValue<_>> = args
+        .token
+        .as_ref()
+        .map(|token| format!("Bearer {token}").parse())
+        .transpose()
+        .context("the token holds characters a header cannot")?;
+    let add_token = move |mut request: tonic::Request<()>| {
+        if let Some(bearer) = &bearer {
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
+        }
+        Ok(request)
+    };
+    Ok(ToolBrokerClient::with_interceptor(
+        channel,
+        Box::new(add_token) as Box<dyn FnMut(_) -> _ + Send>,
+    ))
 }
 
 /// Prints every tool: name, server and description.
@@ -52,7 +81,8 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<()> {
     let response = connect(&args.client)
         .await?
         .call_tool(request)
-        .await?
+        .await
+        .map_err(status_error)?
         .into_inner();
     for content in &response.content {
         match &content.kind {

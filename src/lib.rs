@@ -17,6 +17,7 @@ pub mod domain;
 pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
+pub mod login;
 pub mod metrics;
 pub mod proto;
 pub mod reload;

@@ -104,6 +104,10 @@ impl LiveConfig {
         readiness: &watch::Sender<Readiness>,
         renewable: &Renewable,
     ) {
+        if trigger == Trigger::Signal {
+            // `toolbroker login` wrote new tokens: the servers take them now.
+            fleet.reload_token_stores();
+        }
         let Some((path, last_text)) = &self.file else {
             tracing::info!("no config file to reload: serving the built-in demo");
             return;

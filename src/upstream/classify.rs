@@ -58,6 +58,20 @@ pub fn not_a_tool_result(server: &ServerName) -> RequestError {
     }
 }
 
+/// Whether a request went without a usable OAuth token (the session's auth fault says why).
+pub fn lacked_token(error: &rmcp::service::ServiceError) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let ServiceError::TransportSend(error) = error else {
+        return false;
+    };
+    matches!(
+        error
+            .error
+            .downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+        Some(StreamableHttpError::Auth(_))
+    )
+}
+
 /// Whether an HTTP transport refused a response over `max_json_response_size`.
 fn too_large(error: &DynamicTransportError) -> bool {
     use rmcp::transport::streamable_http_client::StreamableHttpError;

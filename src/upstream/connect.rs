@@ -22,6 +22,7 @@ use super::{
     faults::Faults,
     handler::Handler,
     http::{self, SharedHeaders},
+    oauth::{Authorizer, Bearer},
     process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     session::Session,
     sse, tools_list,
@@ -69,16 +70,17 @@ impl Resolved {
 }
 
 /// Starts the server (or connects to it) as `resolved` says, initializes a session and, when
-/// `list_tools`, lists its tools, all within the server's `init_timeout`. A failure stops
-/// whatever was started.
+/// `list_tools`, lists its tools, all within the server's `init_timeout`. An HTTP server under
+/// OAuth gets its tokens from `bearer`. A failure stops whatever was started.
 pub async fn start(
     spec: &ServerSpec,
     resolved: &Resolved,
     list_tools: bool,
+    bearer: Option<Bearer>,
 ) -> Result<Started, StartError> {
     match (&spec.transport, resolved) {
         (TransportSpec::Http(http), Resolved::Http(endpoint)) => {
-            let started = start_http(spec, http, endpoint, list_tools);
+            let started = start_http(spec, http, endpoint, list_tools, bearer);
             match tokio::time::timeout(spec.init_timeout, started).await {
                 Ok(started) => started.map_err(StartError::from),
                 Err(_) => Err(StartFailure::InitTimeout(spec.init_timeout).into()),
@@ -177,8 +179,24 @@ async fn start_http(
     http: &HttpSpec,
     endpoint: &Endpoint,
     list_tools: bool,
+    bearer: Option<Bearer>,
 ) -> Result<Started, StartFailure> {
     let url = Url::parse(&http.url).map_err(|e| StartFailure::BadUrl(e.to_string()))?;
+    let faults = Faults::default();
+    let authorizer = bearer.map(|bearer| Authorizer::new(bearer, faults.auth.clone(), url.clone()));
+    if let Some(authorizer) = &authorizer {
+        // No token, no session: the reason is the token's, not the server's.
+        authorizer
+            .token()
+            .await
+            .map_err(StartFailure::Authorization)?;
+    }
+    // A refused request's reason is on the fault channel; rmcp only says "auth required".
+    let refusal = faults.auth.clone();
+    let why = move |failure: StartFailure| match refusal.get() {
+        Some(refusal) => StartFailure::Authorization(refusal),
+        None => failure,
+    };
     let client = http::client()?;
     let headers = http::headers(&endpoint.headers)?;
     let tools_changed = Arc::new(Notify::new());
@@ -187,6 +205,8 @@ async fn start_http(
     let max = spec.max_result_bytes;
     let shared = SharedHeaders::new(headers);
     let mode = match http.mode {
+        // The MCP authorization spec is for streamable HTTP (config refuses `sse` with OAuth).
+        _ if authorizer.is_some() => Detected::StreamableHttp,
         HttpMode::Auto => detect(&client, &url, &shared, handler.get_info(), server, max).await?,
         HttpMode::StreamableHttp => Detected::StreamableHttp,
         HttpMode::Sse => Detected::Sse(Box::new(
@@ -195,7 +215,6 @@ async fn start_http(
     };
     let (service, transport, faults) = match mode {
         Detected::StreamableHttp => {
-            let faults = Faults::default();
             // The session's headers go with each request (TracedClient), not in rmcp's config:
             // a per-caller session's change with its caller's values.
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -203,15 +222,16 @@ async fn start_http(
             // A result over the limit ends its call, not the broker's memory.
             config.max_sse_event_size = max;
             config.max_json_response_size = max;
-            let client = TracedClient::new(client, shared.clone(), faults.oversized.clone());
+            let client =
+                TracedClient::new(client, shared.clone(), faults.oversized.clone(), authorizer);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            let service = initialize(handler, transport).await?;
+            let service = initialize(handler, transport).await.map_err(&why)?;
             (service, Transport::StreamableHttp, faults)
         }
         Detected::Sse(transport) => {
             let faults = Faults {
                 stream: transport.verdict(),
-                ..Faults::default()
+                ..faults
             };
             (
                 initialize(handler, *transport).await?,
@@ -220,7 +240,7 @@ async fn start_http(
             )
         }
     };
-    let tools = first_listing(&service, list_tools).await?;
+    let tools = first_listing(&service, list_tools).await.map_err(&why)?;
     let session =
         Session::new(service, None, tools_changed, transport, faults).with_headers(shared);
     Ok((session, tools))

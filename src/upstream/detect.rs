@@ -32,19 +32,7 @@ pub async fn detect(
     server: ServerName,
     max_event: usize,
 ) -> Result<Detected, StartFailure> {
-    let probe = ClientJsonRpcMessage::request(
-        ClientRequest::InitializeRequest(InitializeRequest::new(info)),
-        NumberOrString::Number(0),
-    );
-    let response = client
-        .post(url.clone())
-        .headers(headers.get())
-        .header(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        )
-        .json(&probe)
-        .send()
+    let response = probe(client, url, headers.get(), info)
         .await
         .map_err(|e| StartFailure::Unreachable(explain(&e)))?;
     let status = response.status();
@@ -67,6 +55,30 @@ pub async fn detect(
     }
 }
 
+/// POSTs `initialize` to `url` as a streamable HTTP client would, sending `headers`; a session
+/// the answer opens is the caller's to end ([`end_probe_session`]).
+pub async fn probe(
+    client: &reqwest::Client,
+    url: &Url,
+    headers: HeaderMap,
+    info: ClientConfig,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let probe = ClientJsonRpcMessage::request(
+        ClientRequest::InitializeRequest(InitializeRequest::new(info)),
+        NumberOrString::Number(0),
+    );
+    client
+        .post(url.clone())
+        .headers(headers)
+        .header(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        )
+        .json(&probe)
+        .send()
+        .await
+}
+
 /// A streamable HTTP server answers `initialize` with JSON or an event stream, not a web page.
 fn speaks_mcp(headers: &HeaderMap) -> Result<(), StartFailure> {
     let content_type = headers
@@ -84,7 +96,7 @@ fn speaks_mcp(headers: &HeaderMap) -> Result<(), StartFailure> {
 }
 
 /// Ends the session the probe opened, so the server does not keep it; failure is harmless.
-async fn end_probe_session(
+pub async fn end_probe_session(
     client: &reqwest::Client,
     url: &Url,
     headers: &HeaderMap,

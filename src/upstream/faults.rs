@@ -9,7 +9,7 @@ use std::{
 
 use rmcp::model::RequestId;
 
-use crate::domain::outcome::StreamFault;
+use crate::domain::outcome::{OAuthFailure, StreamFault};
 
 /// Why a transport cut a session's whole stream, once it has (stdio, legacy SSE).
 #[derive(Debug, Clone, Default)]
@@ -53,11 +53,42 @@ impl Oversized {
     }
 }
 
-/// Both channels of one session.
+/// Why the session's last request went without a usable OAuth token (or with one the server
+/// refused): the HTTP client records it, the call or start-up that failed reads it. Cleared by
+/// the next request that had a token.
+#[derive(Debug, Clone, Default)]
+pub struct AuthFault(Arc<Mutex<Option<OAuthFailure>>>);
+
+impl AuthFault {
+    /// Records why a request had no usable token.
+    pub fn set(&self, failure: OAuthFailure) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(failure);
+    }
+
+    /// A request had a token: whatever failed before is over.
+    pub fn clear(&self) {
+        let mut fault = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if fault.is_some() {
+            *fault = None;
+        }
+    }
+
+    /// Why the last request had no usable token, if it had none.
+    pub fn get(&self) -> Option<OAuthFailure> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Every channel of one session.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     /// The whole stream was cut.
     pub stream: Verdict,
     /// One answer was refused.
     pub oversized: Oversized,
+    /// The last request had no usable OAuth token.
+    pub auth: AuthFault,
 }

@@ -7,10 +7,10 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use tokio::task::JoinHandle;
+use tokio::{sync::Notify, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::{Reporter, supervisor::Supervisor};
+use super::{Reporter, oauth::ServerAuth, supervisor::Supervisor};
 use crate::domain::{
     config::ServerSpec,
     names::ServerName,
@@ -32,6 +32,10 @@ struct Supervised {
     spec: ServerSpec,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// Its OAuth tokens, if it is under OAuth.
+    auth: Option<ServerAuth>,
+    /// Wakes replicas waiting to restart.
+    retry: Arc<Notify>,
 }
 
 impl Fleet {
@@ -49,9 +53,34 @@ impl Fleet {
 
     fn launch(&mut self, spec: ServerSpec) {
         let stop = CancellationToken::new();
-        let supervisor = Supervisor::new(spec.clone(), self.reporter.clone(), stop.clone());
+        let auth = ServerAuth::of(&spec);
+        let retry = Arc::new(Notify::new());
+        let supervisor = Supervisor::new(
+            spec.clone(),
+            self.reporter.clone(),
+            stop.clone(),
+            auth.clone(),
+            retry.clone(),
+        );
         let task = tokio::spawn(supervisor.run());
-        self.running.push(Supervised { spec, stop, task });
+        self.running.push(Supervised {
+            spec,
+            stop,
+            task,
+            auth,
+            retry,
+        });
+    }
+
+    /// Reads every token store again (SIGHUP, after `toolbroker login`), and has the servers
+    /// under OAuth that wait to restart try again at once with what they now hold.
+    pub fn reload_token_stores(&self) {
+        for server in &self.running {
+            if let Some(auth) = &server.auth {
+                auth.reload();
+                server.retry.notify_waiters();
+            }
+        }
     }
 
     /// Applies a new list of servers and says what changed.

@@ -20,7 +20,7 @@ use tracing::{Instrument as _, Span, field};
 
 use super::{
     balance::{Replica, least_busy},
-    classify::{classify, not_a_tool_result},
+    classify::{classify, lacked_token, not_a_tool_result},
     link::Link,
     pool::Pool,
     slots::Slots,
@@ -29,7 +29,7 @@ use crate::{
     domain::{
         caller::CallerValues,
         names::{ServerName, ToolName},
-        outcome::StreamFault,
+        outcome::{OAuthFailure, StreamFault},
         request_error::{Aftermath, RequestError},
     },
     telemetry::{self, context::TraceHeaders, semconv},
@@ -111,6 +111,16 @@ impl Upstream {
                 Err(RequestError::SessionLost { .. }
                     | RequestError::ResultTooLarge {
                         aftermath: Aftermath::SessionDropped,
+                        ..
+                    }
+                    | RequestError::Authorization {
+                        failure: OAuthFailure::Refused { .. }
+                            | OAuthFailure::Token { .. }
+                            | OAuthFailure::Discovery(_)
+                            | OAuthFailure::Key { .. }
+                            | OAuthFailure::Store { .. }
+                            | OAuthFailure::NotLoggedIn(_)
+                            | OAuthFailure::LoginExpired { .. },
                         ..
                     })
             ) {
@@ -214,6 +224,14 @@ impl Upstream {
         };
         if id.is_some_and(|id| replica.faults.oversized.take(id)) {
             return too_large(Aftermath::SessionGoesOn);
+        }
+        if lacked_token(&error)
+            && let Some(failure) = replica.faults.auth.get()
+        {
+            return RequestError::Authorization {
+                server: self.server.clone(),
+                failure,
+            };
         }
         match classify(&self.server, self.max_result_bytes, error) {
             RequestError::SessionLost { .. }

@@ -4,7 +4,7 @@
 
 mod balance;
 mod classify;
-mod connect;
+pub mod connect;
 mod detect;
 mod exchange;
 mod explain;
@@ -12,8 +12,9 @@ mod faults;
 pub mod fleet;
 mod handle;
 mod handler;
-mod http;
+pub mod http;
 mod link;
+pub mod oauth;
 mod pool;
 mod process;
 mod reporter;

@@ -21,11 +21,13 @@ use super::{
     connect::{self, Resolved, launch_digest},
     exchange::{Exchanger, bearer},
     http,
+    oauth::{Bearer, ServerAuth},
     session::Session,
 };
 use crate::domain::{
     caller::{CallerKey, CallerValues},
     config::{PerCaller, ServerSpec},
+    outcome::StartFailure,
     request_error::RequestError,
 };
 
@@ -41,6 +43,8 @@ pub struct Pool {
     spec: ServerSpec,
     limits: PerCaller,
     exchange: Option<Arc<Exchanger>>,
+    /// The server's OAuth, if it is under OAuth.
+    auth: Option<ServerAuth>,
     slots: Mutex<HashMap<CallerKey, Arc<Slot>>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -62,6 +66,8 @@ struct Slot {
 struct Live {
     replica: Replica,
     headers: Option<http::SharedHeaders>,
+    /// Where its OAuth tokens come from (a cross-app one takes each call's caller token).
+    bearer: Option<Bearer>,
     digest: Option<u64>,
     /// Cleared when the session ends by itself.
     alive: Arc<AtomicBool>,
@@ -95,11 +101,13 @@ impl Pool {
         spec: &ServerSpec,
         limits: PerCaller,
         exchange: Option<Arc<Exchanger>>,
+        auth: Option<ServerAuth>,
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             spec: spec.clone(),
             limits,
             exchange,
+            auth,
             slots: Mutex::default(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -131,7 +139,7 @@ impl Pool {
             resolved.set_authorization(bearer(&exchange.token(caller).await?));
         }
         let lease = self.lease(caller.key())?;
-        let replica = self.session(&lease.0, caller.key(), &resolved).await?;
+        let replica = self.session(&lease.0, caller, &resolved).await?;
         Ok((lease, replica))
     }
 
@@ -180,9 +188,10 @@ impl Pool {
     async fn session(
         &self,
         slot: &Slot,
-        key: &CallerKey,
+        caller: &dyn CallerValues,
         resolved: &Resolved,
     ) -> Result<Replica, RequestError> {
+        let key = caller.key();
         let failed = |reason: String| RequestError::CallerSessionFailed {
             server: self.spec.name.clone(),
             reason,
@@ -195,18 +204,29 @@ impl Pool {
                     shared
                         .set(http::headers(&endpoint.headers).map_err(|e| failed(e.to_string()))?);
                 }
+                if let Some(Bearer::Caller(bearer)) = &open.bearer {
+                    bearer.update(caller);
+                }
                 return Ok(open.replica.clone());
             }
             // Dead, or started with other values: closed once its calls are done.
             open.retire.cancel();
         }
-        let (session, _) = connect::start(&self.spec, resolved, false)
+        let bearer = self.auth.as_ref().map(|auth| auth.bearer(caller));
+        let (session, _) = connect::start(&self.spec, resolved, false, bearer.clone())
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| match e.failure {
+                StartFailure::Authorization(failure) => RequestError::Authorization {
+                    server: self.spec.name.clone(),
+                    failure,
+                },
+                _ => failed(e.to_string()),
+            })?;
         tracing::info!(server = %self.spec.name, caller = %key, "per-caller session opened");
         let open = Live {
             replica: session.replica(),
             headers: session.headers.clone(),
+            bearer,
             digest: session.launch_digest,
             alive: Arc::new(AtomicBool::new(true)),
             retire: slot.stop.child_token(),

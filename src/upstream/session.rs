@@ -12,6 +12,7 @@ use tokio::{sync::Notify, task::JoinHandle};
 
 use super::{
     balance::Replica,
+    classify::lacked_token,
     explain::explain,
     faults::Faults,
     handler::Handler,
@@ -116,7 +117,11 @@ impl Session {
         let ping = ClientRequest::PingRequest(Default::default());
         match tokio::time::timeout(timeout, self.peer.send_request(ping)).await {
             Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
-            Ok(Err(error)) => Err(SessionEnd::PingFailed(explain(&error))),
+            Ok(Err(error)) => Err(match self.faults.auth.get() {
+                // The server is there; the broker has no token it accepts.
+                Some(failure) if lacked_token(&error) => SessionEnd::Authorization(failure),
+                _ => SessionEnd::PingFailed(explain(&error)),
+            }),
             Err(_) => Err(SessionEnd::PingUnanswered(timeout)),
         }
     }

@@ -2,7 +2,8 @@
 //! carried in its `_meta`, is also sent as `traceparent` / `tracestate` / `baggage` headers, for
 //! servers (and proxies) that read the context from HTTP; and an SSE answer over the size limit
 //! is recorded as such on the session's fault channel and ends its call at once with an error
-//! answer, where rmcp would only say the stream closed.
+//! answer, where rmcp would only say the stream closed. A server under OAuth gets each request
+//! with a token from the session's [`Authorizer`] (renewed or stepped up when refused).
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
@@ -18,7 +19,7 @@ use rmcp::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::{faults::Oversized, http::SharedHeaders, sse::trace_of};
+use super::{faults::Oversized, http::SharedHeaders, oauth::Authorizer, sse::trace_of};
 use crate::foreign_errors;
 
 /// reqwest, plus the session's headers and trace headers on every request, and answers over
@@ -28,16 +29,46 @@ pub struct TracedClient {
     client: reqwest::Client,
     headers: SharedHeaders,
     oversized: Oversized,
+    /// Tokens for a server under OAuth.
+    authorizer: Option<Authorizer>,
 }
 
 impl TracedClient {
     /// A client sending `headers` (read for each request) whose over-large answers are
-    /// recorded in `oversized`.
-    pub fn new(client: reqwest::Client, headers: SharedHeaders, oversized: Oversized) -> Self {
+    /// recorded in `oversized`, and a token from `authorizer` if the server is under OAuth.
+    pub fn new(
+        client: reqwest::Client,
+        headers: SharedHeaders,
+        oversized: Oversized,
+        authorizer: Option<Authorizer>,
+    ) -> Self {
         Self {
             client,
             headers,
             oversized,
+            authorizer,
+        }
+    }
+
+    /// Sends `request` by `send`, given rmcp's own token (none: the broker's client has no
+    /// auth manager) or, under OAuth, the session's token, renewed or stepped up if the server
+    /// refuses it. The request is copied only to be sent again.
+    async fn authorized<R: Clone, T, Fut>(
+        &self,
+        request: R,
+        auth_header: Option<String>,
+        send: impl Fn(R, Option<String>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        match &self.authorizer {
+            None => send(request, auth_header).await,
+            Some(authorizer) => {
+                authorizer
+                    .send(|token| send(request.clone(), Some(token)))
+                    .await
+            }
         }
     }
 
@@ -141,8 +172,14 @@ impl StreamableHttpClient for TracedClient {
             self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
-                self.client
-                    .post_message(uri, message, session_id, auth_header, headers)
+                self.authorized(
+                    (uri, message, session_id, headers),
+                    auth_header,
+                    move |(uri, message, session_id, headers), token| {
+                        self.client
+                            .post_message(uri, message, session_id, token, headers)
+                    },
+                )
             },
         )
     }
@@ -161,13 +198,19 @@ impl StreamableHttpClient for TracedClient {
             self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
-                self.client.post_message_with_max_sse_event_size(
-                    uri,
-                    message,
-                    session_id,
+                self.authorized(
+                    (uri, message, session_id, headers),
                     auth_header,
-                    headers,
-                    max_sse_event_size,
+                    move |(uri, message, session_id, headers), token| {
+                        self.client.post_message_with_max_sse_event_size(
+                            uri,
+                            message,
+                            session_id,
+                            token,
+                            headers,
+                            max_sse_event_size,
+                        )
+                    },
                 )
             },
         )
@@ -187,13 +230,14 @@ impl StreamableHttpClient for TracedClient {
             self.with_session_headers(custom_headers),
             self.oversized.clone(),
             move |message, headers| {
-                self.client.post_message_with_response_limits(
-                    uri,
-                    message,
-                    session_id,
+                self.authorized(
+                    (uri, message, session_id, headers),
                     auth_header,
-                    headers,
-                    limits,
+                    move |(uri, message, session_id, headers), token| {
+                        self.client.post_message_with_response_limits(
+                            uri, message, session_id, token, headers, limits,
+                        )
+                    },
                 )
             },
         )
@@ -207,8 +251,13 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<()>> + Send + '_ {
         let headers = self.with_session_headers(custom_headers);
-        self.client
-            .delete_session(uri, session_id, auth_header, headers)
+        self.authorized(
+            (uri, session_id, headers),
+            auth_header,
+            move |(uri, session_id, headers), token| {
+                self.client.delete_session(uri, session_id, token, headers)
+            },
+        )
     }
 
     fn get_stream(
@@ -221,8 +270,14 @@ impl StreamableHttpClient for TracedClient {
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
         let headers = self.with_session_headers(custom_headers);
-        self.client
-            .get_stream(uri, session_id, last_event_id, auth_header, headers)
+        self.authorized(
+            (uri, session_id, last_event_id, headers),
+            auth_header,
+            move |(uri, session_id, last_event_id, headers), token| {
+                self.client
+                    .get_stream(uri, session_id, last_event_id, token, headers)
+            },
+        )
     }
 
     fn get_stream_with_max_sse_event_size(
@@ -236,13 +291,19 @@ impl StreamableHttpClient for TracedClient {
     ) -> impl Future<Output = Result<BoxStream<'static, std::result::Result<Sse, SseError>>>> + Send + '_
     {
         let headers = self.with_session_headers(custom_headers);
-        self.client.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
+        self.authorized(
+            (uri, session_id, last_event_id, headers),
             auth_header,
-            headers,
-            max_sse_event_size,
+            move |(uri, session_id, last_event_id, headers), token| {
+                self.client.get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    token,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
         )
     }
 }

@@ -7,10 +7,11 @@ mod replica;
 
 use std::sync::Arc;
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::{board::Board, replica::ReplicaLoop};
-use super::{Reporter, exchange::Exchanger, pool::Pool};
+use super::{Reporter, exchange::Exchanger, oauth::ServerAuth, pool::Pool};
 use crate::domain::config::{Isolation, ServerSpec};
 
 /// Owns one server's sessions for as long as the server is configured.
@@ -18,15 +19,26 @@ pub struct Supervisor {
     spec: ServerSpec,
     reporter: Arc<dyn Reporter>,
     stop: CancellationToken,
+    auth: Option<ServerAuth>,
+    retry: Arc<Notify>,
 }
 
 impl Supervisor {
-    /// A supervisor that reports to `reporter` and stops when `stop` is cancelled.
-    pub fn new(spec: ServerSpec, reporter: Arc<dyn Reporter>, stop: CancellationToken) -> Self {
+    /// A supervisor that reports to `reporter` and stops when `stop` is cancelled; `auth` gives
+    /// the tokens of a server under OAuth, `retry` ends a wait to restart early.
+    pub fn new(
+        spec: ServerSpec,
+        reporter: Arc<dyn Reporter>,
+        stop: CancellationToken,
+        auth: Option<ServerAuth>,
+        retry: Arc<Notify>,
+    ) -> Self {
         Self {
             spec,
             reporter,
             stop,
+            auth,
+            retry,
         }
     }
 
@@ -39,16 +51,29 @@ impl Supervisor {
             .clone()
             .map(|spec| Arc::new(Exchanger::new(self.spec.name.clone(), spec)));
         let pool = match &self.spec.isolation {
-            Isolation::PerCaller(limits) => {
-                Some(Pool::start(&self.spec, limits.clone(), exchange.clone()))
-            }
+            Isolation::PerCaller(limits) => Some(Pool::start(
+                &self.spec,
+                limits.clone(),
+                exchange.clone(),
+                self.auth.clone(),
+            )),
             Isolation::Shared => None,
         };
         let board = Board::new(&self.spec, self.reporter, pool.clone());
         // Futures of this one task rather than tasks of their own: they end together, when
         // `stop` is cancelled, and share the board without a lock held across an await.
         let replicas = (0..self.spec.replicas).map(|index| {
-            ReplicaLoop::new(index, &self.spec, &board, &self.stop, exchange.as_deref()).run()
+            ReplicaLoop {
+                index,
+                spec: &self.spec,
+                board: &board,
+                stop: &self.stop,
+                exchange: exchange.as_deref(),
+                auth: self.auth.as_ref(),
+                retry: &self.retry,
+                restarts: 0,
+            }
+            .run()
         });
         futures::future::join_all(replicas).await;
         // Callers' sessions close with the server, and no process of theirs outlives it.

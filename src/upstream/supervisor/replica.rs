@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::board::Board;
@@ -18,6 +19,7 @@ use crate::{
     upstream::{
         connect::{self, Resolved},
         exchange::{Exchanger, bearer},
+        oauth::ServerAuth,
         session::Session,
     },
 };
@@ -32,34 +34,22 @@ const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Owns one replica's session for as long as the server runs.
 pub(super) struct ReplicaLoop<'a> {
-    index: usize,
-    spec: &'a ServerSpec,
-    board: &'a Board,
-    stop: &'a CancellationToken,
+    /// Which replica (from 0) of the server `spec` describes.
+    pub(super) index: usize,
+    pub(super) spec: &'a ServerSpec,
+    pub(super) board: &'a Board,
+    pub(super) stop: &'a CancellationToken,
     /// The server's token exchange, for a discovery session with a token.
-    exchange: Option<&'a Exchanger>,
-    restarts: u32,
+    pub(super) exchange: Option<&'a Exchanger>,
+    /// The server's OAuth tokens, if it is under OAuth.
+    pub(super) auth: Option<&'a ServerAuth>,
+    /// Ends a wait to restart early (new tokens after a login).
+    pub(super) retry: &'a Notify,
+    /// How many times the session was started again.
+    pub(super) restarts: u32,
 }
 
-impl<'a> ReplicaLoop<'a> {
-    /// Replica `index` (from 0) of the server `spec` describes.
-    pub(super) fn new(
-        index: usize,
-        spec: &'a ServerSpec,
-        board: &'a Board,
-        stop: &'a CancellationToken,
-        exchange: Option<&'a Exchanger>,
-    ) -> Self {
-        Self {
-            index,
-            spec,
-            board,
-            stop,
-            exchange,
-            restarts: 0,
-        }
-    }
-
+impl ReplicaLoop<'_> {
     /// Runs until `stop` is cancelled: connect, serve, and after every setback wait (backoff
     /// with jitter) and connect again. The session and its process are closed before return.
     pub(super) async fn run(mut self) {
@@ -115,7 +105,8 @@ impl<'a> ReplicaLoop<'a> {
                 .map_err(|e| StartFailure::DiscoveryExchange(e.to_string()))?;
             resolved.set_authorization(bearer(&token));
         }
-        connect::start(self.spec, &resolved, true).await
+        let bearer = self.auth.map(|auth| auth.bearer(&discovery));
+        connect::start(self.spec, &resolved, true, bearer).await
     }
 
     /// Shows why the replica is down and when it is tried again, then waits; false if told to
@@ -131,6 +122,7 @@ impl<'a> ReplicaLoop<'a> {
             biased;
             _ = self.stop.cancelled() => false,
             _ = tokio::time::sleep(delay) => true,
+            _ = self.retry.notified() => true,
         }
     }
 

@@ -1,0 +1,187 @@
+//! The token store `toolbroker login` writes and the broker reads, refreshes and writes back: one
+//! JSON file per server, mode 0600, replaced whole (written aside, then renamed) so that a reader
+//! never sees half a file. It holds what refreshing needs without discovery: the client, the
+//! authorization server's metadata, rmcp's stored credentials, and the scope the server last
+//! asked for that the login lacks (for the next `login` to ask for).
+
+use std::{
+    fs,
+    io::{self, Write},
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use rmcp::transport::auth::{AuthError, AuthorizationMetadata, CredentialStore, StoredCredentials};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::outcome::OAuthFailure;
+
+/// The file's contents.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TokenFile {
+    /// The MCP server the tokens are for (its configured URL).
+    pub server_url: String,
+    /// The client the tokens were issued to.
+    pub client_id: String,
+    /// Its secret, when dynamic registration gave one (a configured secret wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The redirect URI the login used (a refresh names the same client configuration).
+    pub redirect_uri: String,
+    /// The authorization server's metadata, as discovery found it.
+    pub metadata: AuthorizationMetadata,
+    /// The tokens, as rmcp stores them.
+    pub credentials: StoredCredentials,
+    /// Scope the server asked for that the login does not grant (space-separated): the next
+    /// `login` asks for it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_up: Option<String>,
+}
+
+impl std::fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenFile")
+            .field("server_url", &self.server_url)
+            .field("client_id", &self.client_id)
+            .field("credentials", &self.credentials)
+            .field("step_up", &self.step_up)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenFile {
+    /// The access token it holds, if any.
+    pub fn access_token(&self) -> Option<&str> {
+        use oauth2::TokenResponse as _;
+        self.credentials
+            .token_response
+            .as_ref()
+            .map(|response| response.access_token().secret().as_str())
+    }
+}
+
+/// One token store file, and its contents as last read or written.
+#[derive(Clone)]
+pub struct TokenStore(Arc<Inner>);
+
+struct Inner {
+    path: PathBuf,
+    file: Mutex<Option<TokenFile>>,
+}
+
+impl TokenStore {
+    /// The store at `path`, not read yet.
+    pub fn new(path: PathBuf) -> Self {
+        Self(Arc::new(Inner {
+            path,
+            file: Mutex::new(None),
+        }))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0.path
+    }
+
+    /// The contents as last read or written.
+    pub fn current(&self) -> Option<TokenFile> {
+        self.lock().clone()
+    }
+
+    /// Reads the file again; `None` when there is none.
+    pub fn reload(&self) -> Result<Option<TokenFile>, OAuthFailure> {
+        let read = read(&self.0.path).map_err(|reason| self.failure(reason))?;
+        *self.lock() = read.clone();
+        Ok(read)
+    }
+
+    /// Holds `file` without writing it (a login before its tokens arrive).
+    pub fn hold(&self, file: TokenFile) {
+        *self.lock() = Some(file);
+    }
+
+    /// Changes the contents and writes them.
+    pub fn update(&self, change: impl FnOnce(&mut TokenFile)) -> Result<(), OAuthFailure> {
+        let mut held = self.lock();
+        let Some(file) = held.as_mut() else {
+            return Err(self.failure("there is nothing in it to change".into()));
+        };
+        change(file);
+        write(&self.0.path, file).map_err(|e| self.failure(format!("cannot write it: {e}")))
+    }
+
+    fn failure(&self, reason: String) -> OAuthFailure {
+        OAuthFailure::Store {
+            store: self.0.path.clone(),
+            reason,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<TokenFile>> {
+        self.0.file.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The file at `path`; `None` when there is none.
+fn read(path: &Path) -> Result<Option<TokenFile>, String> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("cannot read it: {error}")),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("it is not a token store written by `toolbroker login`: {e}"))
+}
+
+/// Writes `file` beside `path` with mode 0600, then renames it over `path`.
+pub fn write(path: &Path, file: &TokenFile) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(file).map_err(io::Error::other)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("the token store path names no file"))?;
+    let aside = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&aside)?;
+        out.write_all(&json)?;
+        out.sync_all()
+    })();
+    match written.and_then(|()| fs::rename(&aside, path)) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let _ = fs::remove_file(&aside);
+            Err(error)
+        }
+    }
+}
+
+fn store_error(failure: OAuthFailure) -> AuthError {
+    AuthError::CredentialStoreError(failure.to_string())
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for TokenStore {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(self.current().map(|file| file.credentials))
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        self.update(|file| file.credentials = credentials)
+            .map_err(store_error)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.update(|file| file.credentials.token_response = None)
+            .map_err(store_error)
+    }
+}
