@@ -10,6 +10,8 @@ pub mod certs;
 pub mod config;
 pub mod issuer;
 mod logs;
+pub mod oauth_server;
+pub mod python;
 pub mod servers;
 pub mod token_endpoint;
 mod watch;
