@@ -128,3 +128,49 @@ async fn sigterm_stops_the_broker_and_every_process_it_started() {
         wait_gone(*pid).await;
     }
 }
+
+/// `toolbroker tools` and `call` against a broker with `auth`, as a caller would.
+fn client(args: &[&str], addr: std::net::SocketAddr, token: Option<&str>) -> std::process::Output {
+    let mut command = StdCommand::new(toolbroker_bin());
+    command
+        .args(args)
+        .args(["--addr", &format!("http://{addr}")])
+        .env_remove("TOOLBROKER_TOKEN");
+    if let Some(token) = token {
+        command.env("TOOLBROKER_TOKEN", token);
+    }
+    command.output().expect("run toolbroker")
+}
+
+#[tokio::test]
+async fn tools_and_call_send_toolbroker_token_as_the_bearer() {
+    let broker = Broker::builder()
+        .server(demo("demo").set("prefix", "demo_"))
+        .top(
+            "auth",
+            serde_json::json!({"tokens": [{"name": "alice", "value_env": "ALICE_TOKEN"}]}),
+        )
+        .env("ALICE_TOKEN", "alice-secret")
+        .start()
+        .await;
+    broker.wait_ready().await;
+
+    let listed = client(&["tools"], broker.addr, Some("alice-secret"));
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(stdout.contains("demo_echo("), "{stdout}");
+    let called = client(
+        &["call", "demo_echo", r#"{"message":"hi there"}"#],
+        broker.addr,
+        Some("alice-secret"),
+    );
+    assert!(called.status.success(), "{called:?}");
+    assert!(String::from_utf8_lossy(&called.stdout).contains("hi there"));
+
+    for token in [None, Some("wrong")] {
+        let refused = client(&["tools"], broker.addr, token);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success());
+        assert!(stderr.contains("Unauthenticated"), "{stderr}");
+    }
+}
