@@ -9,7 +9,10 @@ use std::{fmt, path::PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{path, validate::Checker};
+use super::{
+    path,
+    validate::{Around, Checker},
+};
 use crate::domain::caller::SecretText;
 
 /// How the broker is authorized at one server.
@@ -187,21 +190,6 @@ struct Proof {
     secret_named: bool,
     key_file: Option<String>,
     algorithm: Option<SigningAlgorithm>,
-}
-
-/// What the server entry around `oauth` says, for the checks that depend on it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Around {
-    /// It has a `url`.
-    pub over_http: bool,
-    /// It is `transport: sse`.
-    pub legacy_sse: bool,
-    /// It has `isolation: per-caller`.
-    pub per_caller: bool,
-    /// It sets an `Authorization` header.
-    pub authorization_header: bool,
-    /// It has `token_exchange`.
-    pub token_exchange: bool,
 }
 
 impl Checker<'_, '_> {

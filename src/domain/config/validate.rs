@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, HttpMode,
-    Isolation, MAX_PREFIX_LEN, ServerSpec, TransportSpec, oauth, path,
+    Isolation, MAX_PREFIX_LEN, ServerSpec, TransportSpec, path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
@@ -89,6 +89,21 @@ impl Entry {
             _ => self.at.clone(),
         }
     }
+}
+
+/// What the server entry around `oauth` says, for the checks that depend on it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Around {
+    /// It has a `url`.
+    pub over_http: bool,
+    /// It is `transport: sse`.
+    pub legacy_sse: bool,
+    /// It has `isolation: per-caller`.
+    pub per_caller: bool,
+    /// It sets an `Authorization` header.
+    pub authorization_header: bool,
+    /// It has `token_exchange`.
+    pub token_exchange: bool,
 }
 
 /// Carries the lookup and the error list through the checks.
@@ -261,7 +276,7 @@ impl Checker<'_, '_> {
         let transport = self.transport(&mut raw, at, &dropped, per_caller);
         let token_exchange =
             self.token_exchange(raw.token_exchange.take(), at, per_caller && over_http);
-        let around = oauth::Around {
+        let around = Around {
             over_http,
             legacy_sse: matches!(&transport, Some(TransportSpec::Http(http)) if http.mode == HttpMode::Sse),
             per_caller,
