@@ -438,6 +438,9 @@ impl RequestError {
                 OAuthFailure::InsufficientScope { .. } => {
                     (PermissionDenied, Warn, "insufficient_scope")
                 }
+                OAuthFailure::Forbidden { .. } => (PermissionDenied, Warn, "forbidden"),
+                // The IdP refused the caller's ID token: the caller's to fix, not a retry's.
+                OAuthFailure::CallerRefused(_) => (PermissionDenied, Debug, "caller_refused"),
                 OAuthFailure::NoIdToken => (Unauthenticated, Debug, "no_id_token"),
                 failure if failure.needs_person() => {
                     (FailedPrecondition, Warn, "authorization_needed")

@@ -249,6 +249,7 @@ impl Checker<'_, '_> {
                 let reason = "needs \"isolation: per-caller\": the tokens are the caller's";
                 self.error(&at, reason);
             }
+            let secret = (secret, secret_named);
             self.cross_app(cross_app, &at, client_id, secret, &field)
                 .map(Grant::CrossApp)
         } else if let Some(token_store) = token_store {
@@ -362,7 +363,7 @@ impl Checker<'_, '_> {
         raw: Value,
         at: &str,
         client_id: Option<String>,
-        secret: Option<SecretText>,
+        (secret, secret_named): (Option<SecretText>, bool),
         outer: &dyn Fn(&str) -> String,
     ) -> Option<CrossApp> {
         let raw = self.section::<RawCrossApp>(Some(raw), at)?;
@@ -396,7 +397,8 @@ impl Checker<'_, '_> {
         if client_id.is_none() {
             self.error(&outer("client_id"), "missing; cross_app_access needs it");
         }
-        if secret.is_none() {
+        // A variable named but unset is reported where it is named.
+        if !secret_named {
             let reason = "missing; cross_app_access authenticates at the server's authorization \
                           server with it";
             self.error(&outer("client_secret_env"), reason);

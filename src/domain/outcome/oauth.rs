@@ -104,6 +104,13 @@ pub enum OAuthFailure {
         /// Why.
         reason: String,
     },
+    /// The server refused the request with its token for another reason than scope (HTTP 403).
+    Forbidden {
+        /// The challenge's `error`, if any.
+        error: Option<String>,
+        /// Its `error_description`, if any.
+        description: Option<String>,
+    },
     /// The server refused a token the broker had just renewed (HTTP 401 twice).
     Refused {
         /// The challenge's `error`, if any.
@@ -120,6 +127,11 @@ pub enum OAuthFailure {
     },
     /// The caller sent no ID token to exchange.
     NoIdToken,
+    /// The enterprise IdP (or the server's authorization server) refused what the caller's ID
+    /// token was exchanged for: an OAuth error answer, with its words.
+    CallerRefused(String),
+    /// Getting a token took longer than this (an authorization server that does not answer).
+    TimedOut(std::time::Duration),
 }
 
 impl std::error::Error for OAuthFailure {}
@@ -165,6 +177,16 @@ impl fmt::Display for OAuthFailure {
                 }
                 f.write_str(")")
             }
+            OAuthFailure::Forbidden { error, description } => {
+                f.write_str("the server refused the request (HTTP 403")?;
+                if let Some(error) = error {
+                    write!(f, ", {error}")?;
+                }
+                if let Some(description) = description {
+                    write!(f, ": {description}")?;
+                }
+                f.write_str(")")
+            }
             OAuthFailure::InsufficientScope { required, why } => {
                 f.write_str("the server needs more scope for this")?;
                 if let Some(required) = required {
@@ -188,6 +210,18 @@ impl fmt::Display for OAuthFailure {
                          there"
                     ),
                 }
+            }
+            OAuthFailure::TimedOut(after) => write!(
+                f,
+                "getting a token took longer than {} s: the authorization server (discovery \
+                 or its token endpoint) did not answer",
+                after.as_secs()
+            ),
+            OAuthFailure::CallerRefused(why) => {
+                write!(
+                    f,
+                    "the caller's identity was refused (cross_app_access): {why}"
+                )
             }
             OAuthFailure::NoIdToken => f.write_str(
                 "the caller sent no ID token to exchange (cross_app_access needs the caller's \

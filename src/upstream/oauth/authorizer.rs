@@ -68,7 +68,7 @@ impl Authorizer {
                     let challenge = self.parse(&refusal.www_authenticate_header);
                     if challenge.error.as_deref() != Some("insufficient_scope") {
                         // A 403 for another reason: the token is fine, the server says no.
-                        return Err(self.failed(OAuthFailure::Refused {
+                        return Err(self.failed(OAuthFailure::Forbidden {
                             error: challenge.error,
                             description: challenge.error_description,
                         }));

@@ -37,6 +37,19 @@ pub fn from_ema(error: &EmaError) -> OAuthFailure {
         | EmaError::OAuthRejected { stage, .. } => Some(*stage),
         _ => None,
     };
+    // An OAuth error answer about the caller's grant is a verdict on the caller, not an
+    // outage: it is not retried, and the caller is told.
+    if matches!(
+        error,
+        EmaError::InvalidGrant(_)
+            | EmaError::InsufficientUserAuthentication(_)
+            | EmaError::OAuthRejected {
+                code: "access_denied",
+                ..
+            }
+    ) {
+        return OAuthFailure::CallerRefused(with_causes(error));
+    }
     let step = match stage {
         Some(EmaExchangeStage::ResourceAuthorizationServer) => TokenStep::AssertionGrant,
         _ => TokenStep::IdentityAssertion,

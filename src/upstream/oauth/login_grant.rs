@@ -51,10 +51,9 @@ impl LoginGrant {
         rejected: Option<&SecretString>,
     ) -> Result<Held, OAuthFailure> {
         let mut slot = self.manager.lock().await;
-        let file = match (self.store.current(), rejected) {
-            (Some(file), None) => file,
-            _ => self.read()?,
-        };
+        // Read each time (rarely: at expiry, after a refusal, at a restart): a new login, or an
+        // expired one replaced, is taken without waiting for a SIGHUP.
+        let file = self.read()?;
         if let Some(rejected) = rejected
             && file
                 .access_token()

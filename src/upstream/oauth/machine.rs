@@ -10,7 +10,7 @@ use rmcp::transport::auth::{
 use url::Url;
 
 use super::{
-    Held,
+    Held, TOKEN_DEADLINE,
     discovery::{challenge, discover},
     failures::from_auth,
     key,
@@ -175,7 +175,17 @@ async fn exchange(
 ) {
     let runtime = tokio::runtime::Handle::current();
     let request = tokio::task::spawn_blocking(move || {
-        let response = runtime.block_on(manager.exchange_client_credentials(&config));
+        // Bounded here too: the thread is not stopped when the waiting request gives up.
+        let response = runtime.block_on(async {
+            tokio::time::timeout(TOKEN_DEADLINE, manager.exchange_client_credentials(&config))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(AuthError::InternalError(format!(
+                        "the token endpoint did not answer within {} s",
+                        TOKEN_DEADLINE.as_secs()
+                    )))
+                })
+        });
         (manager, response)
     });
     match request.await {

@@ -33,6 +33,20 @@ use crate::domain::{
     outcome::{LoginHint, OAuthFailure},
 };
 
+/// How long getting one token may take, discovery included: an authorization server that does
+/// not answer fails the request that waits for it (and frees the way for the next attempt)
+/// rather than holding it, and every request behind it, for ever.
+pub const TOKEN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `getting` within [`TOKEN_DEADLINE`].
+async fn within(
+    getting: impl std::future::Future<Output = Result<SecretString, OAuthFailure>>,
+) -> Result<SecretString, OAuthFailure> {
+    tokio::time::timeout(TOKEN_DEADLINE, getting)
+        .await
+        .unwrap_or(Err(OAuthFailure::TimedOut(TOKEN_DEADLINE)))
+}
+
 /// How long before its expiry a token is renewed: 30 s, or half its lifetime if that is less
 /// (rmcp refreshes a login's tokens by the same rule).
 pub fn renewal_margin(lifetime: Duration) -> Duration {
@@ -185,18 +199,24 @@ pub enum Bearer {
 impl Bearer {
     /// The token to send now.
     pub async fn token(&self) -> Result<SecretString, OAuthFailure> {
-        match self {
-            Bearer::Server(tokens) => tokens.token().await,
-            Bearer::Caller(caller) => caller.token().await,
-        }
+        within(async {
+            match self {
+                Bearer::Server(tokens) => tokens.token().await,
+                Bearer::Caller(caller) => caller.token().await,
+            }
+        })
+        .await
     }
 
     /// A token other than `rejected`, which the server refused.
     pub async fn renew(&self, rejected: &SecretString) -> Result<SecretString, OAuthFailure> {
-        match self {
-            Bearer::Server(tokens) => tokens.renew(rejected).await,
-            Bearer::Caller(caller) => caller.renew(rejected).await,
-        }
+        within(async {
+            match self {
+                Bearer::Server(tokens) => tokens.renew(rejected).await,
+                Bearer::Caller(caller) => caller.renew(rejected).await,
+            }
+        })
+        .await
     }
 
     /// A token with the scope `required`, or why none can be had.
@@ -205,10 +225,13 @@ impl Bearer {
         required: Option<&str>,
         rejected: &SecretString,
     ) -> Result<SecretString, OAuthFailure> {
-        match self {
-            Bearer::Server(tokens) => tokens.step_up(required, rejected).await,
-            Bearer::Caller(caller) => caller.step_up(required, rejected).await,
-        }
+        within(async {
+            match self {
+                Bearer::Server(tokens) => tokens.step_up(required, rejected).await,
+                Bearer::Caller(caller) => caller.step_up(required, rejected).await,
+            }
+        })
+        .await
     }
 }
 

@@ -175,6 +175,12 @@ fn oauth_mistakes_are_named_at_their_field() {
             ],
         ),
         (
+            "    isolation: per-caller\n    oauth: { client_id: a, client_secret_env: NOPE, cross_app_access: { idp_token_endpoint: \"https://idp.example/token\", idp_client_id: i } }\n"
+                .into(),
+            // An unset variable is reported once, where it is named.
+            vec![(format!("{at}.client_secret_env"), "NOPE is not set")],
+        ),
+        (
             "    headers: { Authorization: \"Bearer x\" }\n    oauth: { token_store: t.json }\n"
                 .into(),
             vec![(at.into(), "not with an Authorization header")],
