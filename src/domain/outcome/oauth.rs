@@ -168,24 +168,12 @@ impl fmt::Display for OAuthFailure {
                 write!(f, "the login has expired ({reason}): {hint}")
             }
             OAuthFailure::Refused { error, description } => {
-                f.write_str("the server refused a freshly issued token (HTTP 401")?;
-                if let Some(error) = error {
-                    write!(f, ", {error}")?;
-                }
-                if let Some(description) = description {
-                    write!(f, ": {description}")?;
-                }
-                f.write_str(")")
+                f.write_str("the server refused a freshly issued token ")?;
+                challenge(f, 401, error, description)
             }
             OAuthFailure::Forbidden { error, description } => {
-                f.write_str("the server refused the request (HTTP 403")?;
-                if let Some(error) = error {
-                    write!(f, ", {error}")?;
-                }
-                if let Some(description) = description {
-                    write!(f, ": {description}")?;
-                }
-                f.write_str(")")
+                f.write_str("the server refused the request ")?;
+                challenge(f, 403, error, description)
             }
             OAuthFailure::InsufficientScope { required, why } => {
                 f.write_str("the server needs more scope for this")?;
@@ -229,4 +217,21 @@ impl fmt::Display for OAuthFailure {
             ),
         }
     }
+}
+
+/// "(HTTP 401, invalid_token: expired)": a refusal's status and its challenge's words.
+fn challenge(
+    f: &mut fmt::Formatter<'_>,
+    status: u16,
+    error: &Option<String>,
+    description: &Option<String>,
+) -> fmt::Result {
+    write!(f, "(HTTP {status}")?;
+    if let Some(error) = error {
+        write!(f, ", {error}")?;
+    }
+    if let Some(description) = description {
+        write!(f, ": {description}")?;
+    }
+    f.write_str(")")
 }

@@ -162,3 +162,58 @@ fn session_ends_read_after_session_lost() {
         assert_eq!(end.to_string(), want);
     }
 }
+
+#[test]
+fn oauth_failures_say_the_step_and_what_to_do() {
+    let hint = LoginHint {
+        server: crate::domain::names::ServerName::parse("notes").unwrap(),
+        store: "/var/lib/tb/notes.json".into(),
+    };
+    let cases = [
+        (
+            OAuthFailure::Refused {
+                error: Some("invalid_token".into()),
+                description: Some("audience mismatch".into()),
+            },
+            "the server refused a freshly issued token (HTTP 401, invalid_token: audience \
+             mismatch)",
+        ),
+        (
+            OAuthFailure::Forbidden {
+                error: None,
+                description: None,
+            },
+            "the server refused the request (HTTP 403)",
+        ),
+        (
+            OAuthFailure::Token {
+                step: TokenStep::ClientCredentials,
+                reason: "temporarily_unavailable".into(),
+            },
+            "the client credentials grant failed: temporarily_unavailable",
+        ),
+        (
+            OAuthFailure::NotLoggedIn(hint.clone()),
+            "not logged in yet: run `toolbroker login notes --config <this config file>` \
+             (tokens go to /var/lib/tb/notes.json)",
+        ),
+        (
+            OAuthFailure::InsufficientScope {
+                required: Some("admin".into()),
+                why: NoStepUp::Limit(3),
+            },
+            "the server needs more scope for this (\"admin\"); the broker asked for more scope \
+             3 times already and stops there",
+        ),
+        (
+            OAuthFailure::TimedOut(Duration::from_secs(30)),
+            "getting a token took longer than 30 s: the authorization server (discovery or its \
+             token endpoint) did not answer",
+        ),
+    ];
+    for (failure, want) in cases {
+        assert_eq!(failure.to_string(), want);
+    }
+    assert!(OAuthFailure::NotLoggedIn(hint).needs_person());
+    assert!(!OAuthFailure::TimedOut(Duration::from_secs(30)).needs_person());
+}
