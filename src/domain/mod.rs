@@ -2,6 +2,7 @@
 //! Nothing here does I/O, reads the clock or the environment: what comes from the world is a
 //! parameter.
 
+pub mod audit;
 pub mod backoff;
 pub mod call;
 pub mod caller;

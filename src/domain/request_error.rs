@@ -6,10 +6,67 @@ use std::{fmt, time::Duration};
 
 use super::{
     caller::MissingValue,
+    config::Rate,
     names::ServerName,
     outcome::{OAuthFailure, TransportFailure},
     state::ServerState,
 };
+
+/// A configured call rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateLimit {
+    /// `limits.caller_rate`: each caller's calls, over all tools.
+    Caller(Rate),
+    /// `servers[].rate`: calls to a server, all callers together.
+    Server {
+        /// The server.
+        server: ServerName,
+        /// Its rate.
+        rate: Rate,
+    },
+    /// `servers[].caller_rate`: each caller's calls to a server.
+    ServerCaller {
+        /// The server.
+        server: ServerName,
+        /// Its rate.
+        rate: Rate,
+    },
+}
+
+impl RateLimit {
+    /// Its config field, as the `limit` label of `toolbroker_rate_limited_total`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            RateLimit::Caller(_) => "limits.caller_rate",
+            RateLimit::Server { .. } => "rate",
+            RateLimit::ServerCaller { .. } => "caller_rate",
+        }
+    }
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateLimit::Caller(rate) => {
+                write!(f, "this caller's call rate (limits.caller_rate: {rate})")
+            }
+            RateLimit::Server { server, rate } => write!(
+                f,
+                "server {server:?}'s call rate, shared by all callers (servers[].rate: {rate})"
+            ),
+            RateLimit::ServerCaller { server, rate } => write!(
+                f,
+                "this caller's call rate to server {server:?} (servers[].caller_rate: {rate})"
+            ),
+        }
+    }
+}
+
+/// A wait in whole seconds, rounded up and at least 1: what `retry-after` says.
+pub fn whole_seconds(wait: Duration) -> u64 {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    seconds.max(1)
+}
 
 /// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
 pub const INVALID_PARAMS: i32 = -32602;
@@ -43,6 +100,14 @@ pub enum RequestError {
     /// The arguments are unusable.
     #[error("{0}")]
     InvalidArguments(String),
+    /// The call went over a configured call rate.
+    #[error("{limit} is used up; retry in {} s", whole_seconds(*retry_after))]
+    RateLimited {
+        /// Which rate.
+        limit: RateLimit,
+        /// When a call would next be let through.
+        retry_after: Duration,
+    },
     /// The request is over `limits.max_request_bytes`.
     #[error("the request is over limits.max_request_bytes; send less or raise the limit")]
     RequestTooLarge,
@@ -409,6 +474,7 @@ impl RequestError {
             RequestError::UnknownServer { .. } => (NotFound, Debug, "unknown_server"),
             RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
             RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),
+            RequestError::RateLimited { .. } => (ResourceExhausted, Debug, "rate_limited"),
             RequestError::ResponseTooLarge { .. } => {
                 (ResourceExhausted, Debug, "response_too_large")
             }

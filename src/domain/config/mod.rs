@@ -12,6 +12,7 @@ mod durations;
 mod isolation;
 mod jwt;
 mod oauth;
+mod rates;
 mod raw;
 mod security;
 mod transport;
@@ -23,6 +24,7 @@ pub use isolation::{
 };
 pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
+pub use rates::{Audit, AuditSink, Per, Rate};
 pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
@@ -107,8 +109,10 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Whether server reflection is served.
     pub reflection: bool,
-    /// Size limits of messages and results.
+    /// Size limits of messages and results, and the per-caller call rate.
     pub limits: Limits,
+    /// Where the audit log goes; `None` = off.
+    pub audit: Option<Audit>,
     /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
     pub servers: Vec<ServerSpec>,
 }
@@ -127,6 +131,7 @@ impl Default for Config {
             tls: None,
             reflection: true,
             limits: Limits::default(),
+            audit: None,
             servers: Vec::new(),
         }
     }
@@ -161,6 +166,10 @@ pub struct ServerSpec {
     pub token_exchange: Option<TokenExchange>,
     /// How the broker gets OAuth tokens for this server (HTTP servers).
     pub oauth: Option<OAuth>,
+    /// Calls to this server, all callers together.
+    pub rate: Option<Rate>,
+    /// Calls to this server per caller.
+    pub caller_rate: Option<Rate>,
 }
 
 impl ServerSpec {

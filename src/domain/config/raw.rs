@@ -25,6 +25,7 @@ pub(super) struct RawTop {
     pub tls: Option<Value>,
     pub reflection: Option<bool>,
     pub limits: Option<Value>,
+    pub audit: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.
     pub servers: Option<Value>,
     #[serde(rename = "mcpServers")]
@@ -66,6 +67,9 @@ pub(super) struct RawServer {
     pub discovery: Option<Value>,
     pub token_exchange: Option<Value>,
     pub oauth: Option<Value>,
+    /// Kept raw so that a bad rate is a semantic error with a helpful message.
+    pub rate: Option<Value>,
+    pub caller_rate: Option<Value>,
 }
 
 /// The two ways of writing a server entry.

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, JwtSpec, path,
-    validate::Checker,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, JwtSpec, Rate,
+    path, validate::Checker,
 };
 
 /// Who may call the broker. With no tokens, no JWT issuer and no client CA, anyone may.
@@ -84,6 +84,8 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// The largest tool result read from an MCP server.
     pub max_result_bytes: usize,
+    /// Calls per caller, over all tools; `None` = unlimited.
+    pub caller_rate: Option<Rate>,
 }
 
 impl Default for Limits {
@@ -92,6 +94,7 @@ impl Default for Limits {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            caller_rate: None,
         }
     }
 }
@@ -126,6 +129,7 @@ struct RawLimits {
     max_request_bytes: Option<Value>,
     max_response_bytes: Option<Value>,
     max_result_bytes: Option<Value>,
+    caller_rate: Option<Value>,
 }
 
 impl Checker<'_, '_> {
@@ -221,6 +225,7 @@ impl Checker<'_, '_> {
                 defaults.max_result_bytes,
                 "limits.max_result_bytes",
             ),
+            caller_rate: self.rate(raw.caller_rate, "limits.caller_rate"),
         }
     }
 

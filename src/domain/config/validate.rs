@@ -52,6 +52,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         reflection: top.reflection.unwrap_or(true),
         servers: check.servers(top.servers, top.mcp_servers, limits.max_result_bytes),
         limits,
+        audit: check.audit(top.audit),
     };
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
         check.error(
@@ -285,6 +286,8 @@ impl Checker<'_, '_> {
             token_exchange: token_exchange.is_some(),
         };
         let oauth = self.oauth(raw.oauth.take(), at, around);
+        let rate = self.rate(raw.rate.take(), &path::field(at, "rate"));
+        let caller_rate = self.rate(raw.caller_rate.take(), &path::field(at, "caller_rate"));
         let concurrency = self.concurrency(&mut raw, at);
         let tools = self.tools(raw.tools, at);
         let prefix = self.prefix(raw.prefix, at);
@@ -307,6 +310,8 @@ impl Checker<'_, '_> {
             isolation,
             token_exchange,
             oauth,
+            rate,
+            caller_rate,
         };
         (self.errors.len() == before).then_some(spec)
     }

@@ -4,6 +4,7 @@
 mod callers;
 mod errors;
 mod oauth;
+mod rates;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -85,6 +86,8 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         isolation: Isolation::Shared,
         token_exchange: None,
         oauth: None,
+        rate: None,
+        caller_rate: None,
     }
 }
 
