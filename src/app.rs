@@ -23,11 +23,12 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::{
+    audit::AuditLog,
     auth::{Credentials, Gate},
     broker::Broker,
     config_file::{LoadError, Loaded},
     domain::{
-        config::{Config, ConfigErrors},
+        config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
     },
     grpc::{server, service::BrokerService},
@@ -63,7 +64,8 @@ impl App {
             .as_ref()
             .map(|files| tls::acceptor(files, config.auth.client_ca.as_deref()))
             .transpose();
-        let keys = oauth::key::check_all(&config.servers);
+        let mut keys = oauth::key::check_all(&config.servers);
+        keys.extend(audit_file_problem(config.audit.as_ref()));
         let (credentials, tls) = match (credentials, tls) {
             (Ok(credentials), Ok(tls)) if keys.is_empty() => (credentials, tls),
             (credentials, tls) => {
@@ -137,10 +139,16 @@ impl App {
             async move { gate.prefetch().await }
         });
         let (acceptor, certs) = self.tls.unzip();
+        broker.set_rates(config);
+        let audit = match &config.audit {
+            Some(audit) => Some((AuditLog::open(audit).await?, audit.clone())),
+            None => None,
+        };
         let service = Arc::new(BrokerService::new(
-            broker,
+            broker.clone(),
             shutdown.clone(),
             config.limits.max_response_bytes,
+            audit.as_ref().map(|(log, _)| log.clone()),
         ));
         let closing = CancellationToken::new();
         let parts = server::Parts {
@@ -170,7 +178,12 @@ impl App {
             live,
             reloads,
             readiness,
-            renewable: Renewable { gate, certs },
+            renewable: Renewable {
+                gate,
+                certs,
+                broker,
+                audit,
+            },
             _file_watch: file_watch,
         })
     }
@@ -296,6 +309,9 @@ impl Serving {
             self.server.abort();
         }
         self.fleet.stop().await;
+        if let Some((audit, _)) = &self.renewable.audit {
+            audit.close().await;
+        }
         self.tasks.close();
         self.tasks.wait().await;
         tracing::info!("stopped");
@@ -310,4 +326,30 @@ fn watch_config(path: &Path, triggers: mpsc::UnboundedSender<Trigger>) -> Option
             None
         }
     }
+}
+
+/// Why the audit file cannot be written, as an error at `audit.file` (without creating it: an
+/// existing file must open for appending, a new one needs its directory).
+fn audit_file_problem(audit: Option<&Audit>) -> Option<ConfigError> {
+    let Some(Audit {
+        sink: AuditSink::File(path),
+        ..
+    }) = audit
+    else {
+        return None;
+    };
+    let problem = if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .err()
+            .map(|e| format!("cannot open {} for appending: {e}", path.display()))
+    } else {
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        (!parent.is_dir()).then(|| format!("{} is not a directory", parent.display()))
+    };
+    problem.map(|reason| ConfigError::new("audit.file", reason))
 }

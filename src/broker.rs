@@ -4,7 +4,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, PoisonError, RwLock,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
@@ -18,11 +18,13 @@ use crate::{
         call::{RawArguments, effective_timeout, prepare_arguments},
         caller::CallerValues,
         catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
+        config::Config,
         names::ServerName,
         request_error::RequestError,
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
     },
+    rate_limits::RateLimits,
     telemetry::context::TraceHeaders,
     upstream::{Reporter, Upstream},
 };
@@ -70,6 +72,8 @@ struct Inner {
     snapshots: watch::Sender<Arc<Snapshot>>,
     events: broadcast::Sender<Arc<Event>>,
     watchers: AtomicUsize,
+    /// The call rates in force (replaced on reload).
+    rates: RwLock<Arc<RateLimits>>,
 }
 
 /// Held by each Watch stream; counts it while it lives.
@@ -99,6 +103,7 @@ impl Broker {
                 snapshots,
                 events,
                 watchers: AtomicUsize::new(0),
+                rates: RwLock::default(),
             }),
         }
     }
@@ -139,6 +144,24 @@ impl Broker {
         (self.snapshot(), self.inner.events.subscribe(), guard)
     }
 
+    /// Enforces `config`'s call rates from now on; a rate that did not change keeps its state.
+    pub fn set_rates(&self, config: &Config) {
+        let mut rates = self
+            .inner
+            .rates
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *rates = Arc::new(RateLimits::new(config, Some(&rates)));
+    }
+
+    fn rates(&self) -> Arc<RateLimits> {
+        self.inner
+            .rates
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// How many Watch streams are open.
     pub fn watchers(&self) -> usize {
         self.inner.watchers.load(Ordering::Relaxed)
@@ -158,6 +181,7 @@ impl Broker {
         let (tool, upstream) = self.route(name)?;
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
+        self.rates().admit(caller.key(), &tool.server)?;
         let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
         let unusable = |why: &str| {
             tracing::warn!(server = %tool.server, tool = %tool.name, %why,
@@ -174,6 +198,18 @@ impl Broker {
             server: tool.server.clone(),
             result,
         })
+    }
+
+    /// The server a tool exposed as `name` belongs to (ready or not), if any.
+    pub fn owner(&self, name: &str) -> Option<String> {
+        let snapshot = self.snapshot();
+        let catalog = &snapshot.catalog;
+        match catalog.tool(name) {
+            Some(tool) => Some(tool.server.to_string()),
+            None => catalog
+                .unready_owner(name)
+                .map(|view| view.name.to_string()),
+        }
     }
 
     fn route(&self, name: &str) -> Result<(Arc<ExposedTool>, Upstream), RequestError> {

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod broker;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod health;
 pub mod login;
 pub mod metrics;
 pub mod proto;
+pub mod rate_limits;
 pub mod reload;
 pub mod telemetry;
 pub mod tls;

@@ -145,6 +145,14 @@ fn describe() {
         "toolbroker_server_restarts_total",
         "Session restarts per server"
     );
+    metrics::describe_counter!(
+        "toolbroker_rate_limited_total",
+        "Calls refused for a call rate, per server and limit (limits.caller_rate, rate, caller_rate)"
+    );
+    metrics::describe_counter!(
+        "toolbroker_audit_dropped_total",
+        "Audit lines dropped because the audit log could not keep up"
+    );
     metrics::describe_gauge!("toolbroker_watch_subscribers", "Open Watch streams");
     metrics::describe_gauge!("toolbroker_catalog_revision", "The catalog's revision");
 }

@@ -13,10 +13,12 @@ use tokio::sync::{mpsc, watch};
 use std::sync::Arc;
 
 use crate::{
+    audit::AuditLog,
     auth::{Credentials, Gate},
+    broker::Broker,
     config_file::{self, LoadError},
     domain::{
-        config::{Config, ConfigErrors},
+        config::{Audit, Config, ConfigErrors},
         names::ServerName,
         state::Readiness,
     },
@@ -36,17 +38,25 @@ pub enum Trigger {
     FileChanged,
 }
 
-/// What a reload renews besides the servers: the accepted tokens (files are read again) and the
-/// listener's certificate.
+/// What a reload renews besides the servers: the accepted tokens (files are read again), the
+/// listener's certificate, the call rates and the audit log's settings.
 pub struct Renewable {
     /// The auth gate.
     pub gate: Gate,
     /// The TLS certificate, when the listener speaks TLS.
     pub certs: Option<Arc<CertReloader>>,
+    /// The broker, whose call rates follow the config.
+    pub broker: Broker,
+    /// The audit log and the settings it was opened with, when it is on.
+    pub audit: Option<(AuditLog, Audit)>,
 }
 
 impl Renewable {
     fn renew(&self, config: &Config) {
+        self.broker.set_rates(config);
+        if let Some((log, running)) = &self.audit {
+            log.reconfigure(config.audit.as_ref(), running);
+        }
         match Credentials::load(&config.auth) {
             Ok(credentials) => {
                 self.gate.replace(credentials);
@@ -107,6 +117,10 @@ impl LiveConfig {
         if trigger == Trigger::Signal {
             // `toolbroker login` wrote new tokens: the servers take them now.
             fleet.reload_token_stores();
+            // Log rotation moved the audit file away.
+            if let Some((log, _)) = &renewable.audit {
+                log.reopen();
+            }
         }
         let Some((path, last_text)) = &self.file else {
             tracing::info!("no config file to reload: serving the built-in demo");

@@ -174,3 +174,27 @@ async fn tools_and_call_send_toolbroker_token_as_the_bearer() {
         assert!(stderr.contains("Unauthenticated"), "{stderr}");
     }
 }
+
+#[test]
+fn check_refuses_an_audit_file_that_cannot_be_written_and_malformed_rates() {
+    let (_dir, path) = write_config(
+        "audit: { file: /nonexistent-dir/audit.jsonl }\nlimits: { caller_rate: 5/day }\nservers:\n  - name: a\n    command: x\n    rate: lots\n",
+    );
+    let output = run(&["check", "--config"], &path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for field in ["limits.caller_rate", "servers[0] (a).rate"] {
+        assert!(stderr.contains(field), "{field}: {stderr}");
+    }
+    // Files are read once the config itself is valid.
+    let (_dir, path) = write_config(
+        "audit: { file: /nonexistent-dir/audit.jsonl }\nservers:\n  - name: a\n    command: x\n",
+    );
+    let output = run(&["check", "--config"], &path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("audit.file") && stderr.contains("/nonexistent-dir is not a directory"),
+        "{stderr}"
+    );
+}

@@ -25,12 +25,7 @@ async fn metrics_count_what_was_done() {
         .start()
         .await;
     broker.wait_ready().await;
-    let line = broker
-        .wait_for_log("the metrics address", |l| {
-            l["message"] == "metrics listening"
-        })
-        .await;
-    let url = format!("http://{}/metrics", line["addr"].as_str().unwrap());
+    let url = broker.metrics_url().await;
     for _ in 0..3 {
         broker.text("echo", r#"{"message": "m"}"#).await;
     }

@@ -1,6 +1,8 @@
 //! The auth gate as a tower layer around a gRPC service: each request is admitted (async: a
 //! JWT may need the issuer's keys fetched) before the service sees it, its [`Caller`] recorded
-//! in the request's extensions; a refusal is answered with its gRPC status at once.
+//! in the request's extensions; a refusal is answered with its gRPC status at once — except a
+//! refused `CallTool`, which goes on marked [`Refused`], for the handler to refuse after
+//! reading which tool it asked for (the audit log records refused calls with their tool).
 
 use std::{
     convert::Infallible,
@@ -16,7 +18,14 @@ use tonic::{
 use tower::Service;
 
 use super::status::to_status;
-use crate::auth::Gate;
+use crate::{auth::Gate, domain::request_error::RequestError};
+
+/// The one method whose refusals reach the service (see the module's doc).
+const CALL_TOOL: &str = "/toolbroker.v1.ToolBroker/CallTool";
+
+/// A request the gate refused; the handler must answer with this error and nothing else.
+#[derive(Clone)]
+pub struct Refused(pub RequestError);
 
 /// `S`, behind the gate.
 #[derive(Clone)]
@@ -69,6 +78,10 @@ where
             match admitted {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);
+                    inner.call(request).await
+                }
+                Err(error) if request.uri().path() == CALL_TOOL => {
+                    request.extensions_mut().insert(Refused(error));
                     inner.call(request).await
                 }
                 Err(error) => {

@@ -1,6 +1,10 @@
 //! The `toolbroker.v1.ToolBroker` service: thin handlers that decode, ask the broker, encode.
 
-use std::{pin::Pin, sync::Arc};
+use std::{
+    pin::Pin,
+    sync::Arc,
+    time::{Instant, SystemTime},
+};
 
 use futures::{Stream, StreamExt as _};
 use tokio::sync::watch;
@@ -8,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::{
+    authenticate::Refused,
     call_context::CallContext,
     convert, deadline,
     limit::ResponseLimit,
@@ -18,9 +23,11 @@ use super::{
     watch::{Feed, Watcher},
 };
 use crate::{
+    audit::AuditLog,
     auth::{self, Caller},
     broker::Broker,
     domain::{
+        audit::{AuditEntry, audited_arguments, milliseconds, timestamp},
         call::RawArguments,
         request_error::{Level, RequestError},
     },
@@ -36,6 +43,91 @@ pub struct BrokerService {
     limit: ResponseLimit,
     tools: Arc<ToolCache>,
     calls_in_flight: watch::Sender<usize>,
+    audit: Option<AuditLog>,
+}
+
+/// What an audit line knows before the call runs.
+struct Draft {
+    ts: SystemTime,
+    started: Instant,
+    caller: Option<String>,
+    tool: String,
+    trace_id: Option<String>,
+    arguments: Option<serde_json::Value>,
+}
+
+impl Draft {
+    fn of(request: &Request<proto::CallToolRequest>, with_arguments: bool) -> Self {
+        let call = request.get_ref();
+        let caller = match request.extensions().get::<Refused>() {
+            Some(_) => None,
+            None => Some(auth::caller(request).key.id),
+        };
+        let arguments = with_arguments.then(|| {
+            let sent = match &call.arguments {
+                Some(structured) => convert::struct_to_json(structured.clone())
+                    .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
+                None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
+                None => serde_json::from_str(&call.arguments_json)
+                    .unwrap_or_else(|_| serde_json::Value::String(call.arguments_json.clone())),
+            };
+            audited_arguments(sent)
+        });
+        Self {
+            ts: SystemTime::now(),
+            started: Instant::now(),
+            caller,
+            tool: call.name.clone(),
+            trace_id: crate::telemetry::current_trace_id(request.metadata()),
+            arguments,
+        }
+    }
+
+    fn finish(
+        self,
+        result: &Result<proto::CallToolResponse, RequestError>,
+        owner: impl FnOnce(&str) -> Option<String>,
+    ) -> AuditEntry {
+        let (code, is_error, server) = match result {
+            Ok(response) => ("OK", response.is_error, Some(response.server.clone())),
+            Err(error) => (code_name(error), false, owner(&self.tool)),
+        };
+        AuditEntry {
+            ts: timestamp(self.ts),
+            caller: self.caller,
+            tool: self.tool,
+            server,
+            code,
+            is_error,
+            duration_ms: milliseconds(self.started.elapsed()),
+            trace_id: self.trace_id,
+            arguments: self.arguments,
+        }
+    }
+}
+
+/// The gRPC status name a refusal is answered with.
+fn code_name(error: &RequestError) -> &'static str {
+    use tonic::Code;
+    match to_status(error).code() {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
 }
 
 /// Counts a CallTool while it runs, so that shutdown can wait for the calls in flight.
@@ -56,14 +148,20 @@ impl Drop for CallInFlight<'_> {
 
 impl BrokerService {
     /// A service over `broker`; `shutdown` refuses new calls and ends Watch streams; no
-    /// response may exceed `max_response_bytes`.
-    pub fn new(broker: Broker, shutdown: CancellationToken, max_response_bytes: usize) -> Self {
+    /// response may exceed `max_response_bytes`; every call is recorded in `audit`, if on.
+    pub fn new(
+        broker: Broker,
+        shutdown: CancellationToken,
+        max_response_bytes: usize,
+        audit: Option<AuditLog>,
+    ) -> Self {
         Self {
             broker,
             shutdown,
             limit: ResponseLimit(max_response_bytes),
             tools: Arc::default(),
             calls_in_flight: watch::channel(0).0,
+            audit,
         }
     }
 
@@ -82,7 +180,11 @@ impl BrokerService {
         if self.shutdown.is_cancelled() {
             return Err(RequestError::ShuttingDown);
         }
-        let (metadata, extensions, request) = request.into_parts();
+        let (metadata, mut extensions, request) = request.into_parts();
+        // Refused at the gate, let through to be audited with its tool's name.
+        if let Some(Refused(error)) = extensions.remove::<Refused>() {
+            return Err(error);
+        }
         let caller = extensions
             .get::<Caller>()
             .cloned()
@@ -167,7 +269,14 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
         observe("CallTool", async {
-            self.call(request).await.map(Response::new).map_err(refused)
+            let Some(audit) = &self.audit else {
+                return self.call(request).await.map(Response::new).map_err(refused);
+            };
+            let draft = Draft::of(&request, audit.with_arguments());
+            let result = self.call(request).await;
+            // Before the answer is sent.
+            audit.record(&draft.finish(&result, |tool| self.broker.owner(tool)));
+            result.map(Response::new).map_err(refused)
         })
         .await
     }

@@ -156,3 +156,19 @@ impl Telemetry {
         }
     }
 }
+
+/// The trace the current request belongs to: the current span's when spans are made, else the
+/// one the caller's `traceparent` names.
+pub fn current_trace_id(metadata: &tonic::metadata::MetadataMap) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let span = tracing::Span::current();
+    let id = span.context().span().span_context().trace_id();
+    if id != opentelemetry::trace::TraceId::INVALID {
+        return Some(id.to_string());
+    }
+    let caller = context::TraceHeaders::from_lookup(|name| {
+        metadata.get(name)?.to_str().ok().map(str::to_owned)
+    });
+    caller.trace_id().map(str::to_owned)
+}

@@ -14,6 +14,16 @@ impl Broker {
         wait_health(self.channel.clone(), "toolbroker.v1.ToolBroker").await;
     }
 
+    /// The `/metrics` URL of a broker started with `metrics_listen` (from its log).
+    pub async fn metrics_url(&self) -> String {
+        let line = self
+            .wait_for_log("the metrics address", |l| {
+                l["message"] == "metrics listening"
+            })
+            .await;
+        format!("http://{}/metrics", line["addr"].as_str().unwrap())
+    }
+
     /// The current state of each server.
     pub async fn servers(&self) -> Vec<proto::ServerStatus> {
         self.client
