@@ -13,7 +13,8 @@
 //! - `replicas`: a one-request-at-a-time server with `replicas: 1` and `replicas: 4`;
 //! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here);
 //! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
-//!   against shared, and the broker's memory per open session.
+//!   against shared, and the broker's memory per open session;
+//! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on.
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
@@ -23,6 +24,7 @@ mod calls;
 mod collector;
 mod direct;
 mod fanout;
+mod guards;
 mod listing;
 mod per_caller;
 mod replicas;
@@ -59,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
     let scenario = args.first().map(String::as_str).unwrap_or("");
     let all = scenario == "all";
     let known = [
-        "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers",
+        "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
     ];
     if !known.contains(&scenario) {
         eprintln!("usage: loadgen {} [--seconds N] [--quick]", known.join("|"));
@@ -86,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "callers" {
         per_caller::run(plan).await?;
+    }
+    if all || scenario == "guards" {
+        guards::run(plan).await?;
     }
     Ok(())
 }
