@@ -59,9 +59,11 @@ struct Draft {
 impl Draft {
     fn of(request: &Request<proto::CallToolRequest>, with_arguments: bool) -> Self {
         let call = request.get_ref();
-        let caller = match request.extensions().get::<Refused>() {
-            Some(_) => None,
-            None => Some(auth::caller(request).key.id),
+        let extensions = request.extensions();
+        let caller = match (extensions.get::<Refused>(), extensions.get::<Caller>()) {
+            (Some(_), _) => None,
+            (None, Some(caller)) => Some(caller.key.id.clone()),
+            (None, None) => Some(Caller::anyone().key.id),
         };
         let arguments = with_arguments.then(|| {
             let sent = match &call.arguments {
