@@ -147,7 +147,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         "toolbroker_rate_limited_total",
-        "Calls refused for a call rate, per server and limit (limits.caller_rate, rate, caller_rate)"
+        "Calls refused for a call rate, per server and limit (limits.caller_rate, servers[].rate, servers[].caller_rate)"
     );
     metrics::describe_counter!(
         "toolbroker_audit_dropped_total",

@@ -54,8 +54,12 @@ pub struct Renewable {
 impl Renewable {
     fn renew(&self, config: &Config) {
         self.broker.set_rates(config);
-        if let Some((log, running)) = &self.audit {
-            log.reconfigure(config.audit.as_ref(), running);
+        match &self.audit {
+            Some((log, running)) => log.reconfigure(config.audit.as_ref(), running),
+            None if config.audit.is_some() => {
+                tracing::warn!("adding audit takes effect at the next start");
+            }
+            None => {}
         }
         match Credentials::load(&config.auth) {
             Ok(credentials) => {

@@ -341,3 +341,21 @@ async fn a_failing_audit_disk_never_blocks_a_call_and_drops_are_counted_and_warn
     .expect("the 5 lines counted as dropped");
     assert_eq!(dropped, 5.0);
 }
+
+#[tokio::test]
+async fn a_call_its_caller_gives_up_on_is_audited_as_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let broker = broker(json!({"file": file.display().to_string()}), None).await;
+    let call = broker.call_as(ALICE, &[], "demo_sleep", r#"{"ms":5000}"#);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), call)
+            .await
+            .is_err(),
+        "the sleep outlasts the caller's patience"
+    );
+    let lines = lines(&file, 1).await;
+    assert_eq!(lines[0]["code"], "CANCELLED", "{lines:?}");
+    assert_eq!(lines[0]["tool"], "demo_sleep");
+    assert_eq!(lines[0]["server"], "demo");
+}

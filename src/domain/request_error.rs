@@ -38,8 +38,8 @@ impl RateLimit {
     pub fn field(&self) -> &'static str {
         match self {
             RateLimit::Caller(_) => "limits.caller_rate",
-            RateLimit::Server { .. } => "rate",
-            RateLimit::ServerCaller { .. } => "caller_rate",
+            RateLimit::Server { .. } => "servers[].rate",
+            RateLimit::ServerCaller { .. } => "servers[].caller_rate",
         }
     }
 }

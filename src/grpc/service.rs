@@ -87,12 +87,14 @@ impl Draft {
 
     fn finish(
         self,
-        result: &Result<proto::CallToolResponse, RequestError>,
+        result: Option<&Result<proto::CallToolResponse, RequestError>>,
         owner: impl FnOnce(&str) -> Option<String>,
     ) -> AuditEntry {
         let (code, is_error, server) = match result {
-            Ok(response) => ("OK", response.is_error, Some(response.server.clone())),
-            Err(error) => (code_name(error), false, owner(&self.tool)),
+            Some(Ok(response)) => ("OK", response.is_error, Some(response.server.clone())),
+            Some(Err(error)) => (code_name(error), false, owner(&self.tool)),
+            // The caller went away (cancelled, or its deadline passed) before the answer.
+            None => ("CANCELLED", false, owner(&self.tool)),
         };
         AuditEntry {
             ts: timestamp(self.ts),
@@ -104,6 +106,32 @@ impl Draft {
             duration_ms: milliseconds(self.started.elapsed()),
             trace_id: self.trace_id,
             arguments: self.arguments,
+        }
+    }
+}
+
+/// An audit line still to be written: by [`Pending::finish`], or when dropped unfinished (the
+/// caller went away and tonic dropped the call), as `CANCELLED`.
+struct Pending<'a> {
+    draft: Option<Draft>,
+    audit: &'a AuditLog,
+    broker: &'a Broker,
+}
+
+impl Pending<'_> {
+    fn finish(mut self, result: &Result<proto::CallToolResponse, RequestError>) {
+        if let Some(draft) = self.draft.take() {
+            self.audit
+                .record(&draft.finish(Some(result), |tool| self.broker.owner(tool)));
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(draft) = self.draft.take() {
+            self.audit
+                .record(&draft.finish(None, |tool| self.broker.owner(tool)));
         }
     }
 }
@@ -274,10 +302,14 @@ impl ToolBroker for Arc<BrokerService> {
             let Some(audit) = &self.audit else {
                 return self.call(request).await.map(Response::new).map_err(refused);
             };
-            let draft = Draft::of(&request, audit.with_arguments());
+            let pending = Pending {
+                draft: Some(Draft::of(&request, audit.with_arguments())),
+                audit,
+                broker: &self.broker,
+            };
             let result = self.call(request).await;
             // Before the answer is sent.
-            audit.record(&draft.finish(&result, |tool| self.broker.owner(tool)));
+            pending.finish(&result);
             result.map(Response::new).map_err(refused)
         })
         .await
