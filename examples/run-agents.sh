@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the Python and Node.js agents against a real broker (the built-in demo server) and checks
-# what they print. Needs `cargo build --bins` first, python3 (3.10+) and Node.js 20+ with npm.
-# Installs the pinned dependencies into examples/python-agent/.venv and
-# examples/node-agent/node_modules. Used by CI: `bash examples/run-agents.sh`.
+# what they print; then the Python agent's burst of calls against a second broker with a call
+# rate and an audit log, checking that it waited the retry-after it was given, finished every
+# call, and that the audit log holds one line per call. Needs `cargo build --bins` first,
+# python3 (3.10+) and Node.js 20+ with npm. Installs the pinned dependencies into
+# examples/python-agent/.venv and examples/node-agent/node_modules. Used by CI:
+# `bash examples/run-agents.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,29 +20,43 @@ examples/python-agent/.venv/bin/pip install -q --disable-pip-version-check \
 npm ci --no-audit --no-fund --silent --prefix examples/node-agent
 
 work=$(mktemp -d)
-broker_pid=
+broker_pids=()
 cleanup() {
-    if [[ -n $broker_pid ]]; then
-        kill "$broker_pid" 2>/dev/null || true
-        wait "$broker_pid" 2>/dev/null || true
-    fi
+    for pid in "${broker_pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
 
+# Starts a broker on a free port (`serve` with the arguments after NAME; its log in
+# $work/NAME.log) and waits until it listens and its demo server is connected. Sets $addr and
+# $broker_pid.
+start_broker() { # name [serve arguments...]
+    local name=$1 log=$work/$1.log
+    shift
+    "$BIN" serve --listen 127.0.0.1:0 --log-format json "$@" 2>"$log" &
+    broker_pid=$!
+    broker_pids+=("$broker_pid")
+    addr=
+    for _ in $(seq 300); do
+        if [[ -z $addr ]]; then
+            addr=$(grep '"message":"listening"' "$log" | head -n 1 |
+                sed -E 's/.*"addr":"([^"]+)".*/\1/') || true
+        fi
+        [[ -n $addr ]] && grep -q '"message":"connected to .*"server":"demo"' "$log" && break
+        kill -0 "$broker_pid" 2>/dev/null || { cat "$log" >&2; echo "run-agents: the $name broker exited" >&2; exit 1; }
+        sleep 0.1
+    done
+    [[ -n $addr ]] || { cat "$log" >&2; echo "run-agents: no 'listening' line in the $name broker's log" >&2; exit 1; }
+    grep -q '"message":"connected to .*"server":"demo"' "$log" ||
+        { cat "$log" >&2; echo "run-agents: the $name broker's demo server did not connect" >&2; exit 1; }
+    echo "$name broker on $addr"
+}
+
 echo "--- broker"
-"$BIN" serve --listen 127.0.0.1:0 --log-format json 2>"$work/broker.log" &
-broker_pid=$!
-addr=
-for _ in $(seq 100); do
-    addr=$(grep '"message":"listening"' "$work/broker.log" | head -n 1 |
-        sed -E 's/.*"addr":"([^"]+)".*/\1/') || true
-    [[ -n $addr ]] && break
-    kill -0 "$broker_pid" 2>/dev/null || { cat "$work/broker.log" >&2; echo "run-agents: the broker exited" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $addr ]] || { cat "$work/broker.log" >&2; echo "run-agents: no 'listening' line in the broker's log" >&2; exit 1; }
-echo "broker on $addr"
+start_broker demo
 
 # Checks one agent's output: the echo text, both tool lists with `echo` and its schema, the Watch
 # snapshot, and the ToolsChanged event that --demo-change caused.
@@ -86,5 +103,70 @@ TOOLBROKER_ADDR=$addr node examples/node-agent/agent.js \
     --watch-seconds "$WATCH_SECONDS" --demo-change | tee "$work/node.out" ||
     { echo "run-agents: the node agent failed" >&2; exit 1; }
 check node "$work/node.out" "hello from node" added_by_node
+
+# The same demo server, with a call rate the burst goes over and an audit log.
+BURST=6
+cat >"$work/rates.yaml" <<EOF
+limits: { caller_rate: 2/s }                  # a burst of 2, then one call every 500 ms
+audit: { file: "$work/audit.jsonl" }
+servers:
+  - name: demo
+    command: "$PWD/$BIN"
+    args: [demo-server]
+EOF
+echo "--- broker with a call rate"
+start_broker rate-limited --config "$work/rates.yaml"
+
+echo "--- python agent: a burst of $BURST calls over limits.caller_rate 2/s"
+examples/python-agent/.venv/bin/python examples/python-agent/agent.py "$addr" \
+    --watch-seconds 0.5 --burst "$BURST" | tee "$work/burst.out" ||
+    { echo "run-agents: the python agent's burst failed" >&2; exit 1; }
+# SIGTERM: the broker writes what is queued for the audit log before it exits.
+kill -TERM "$broker_pid"
+wait "$broker_pid" || { cat "$work/rate-limited.log" >&2; echo "run-agents: the rate-limited broker did not exit 0" >&2; exit 1; }
+echo "audit log:"
+cat "$work/audit.jsonl"
+
+# Checks the burst: every call done, in order, after at least one wait of retry-after seconds
+# for limits.caller_rate; and one audit line per call, refused ones included.
+python3 - "$work/burst.out" "$work/audit.jsonl" "$BURST" <<'EOF'
+import json, os, re, stat, sys
+out_path, audit_path, burst = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out = open(out_path).read()
+def fail(why):
+    sys.exit(f"run-agents: python agent's burst: {why}; its output is above")
+m = re.search(rf"^## burst of {burst} calls\n(.*?)(?=^## |\Z)", out, re.S | re.M)
+if not m:
+    fail("no burst section")
+lines = m.group(1).splitlines()
+waits = [l for l in lines if l.startswith("waited ")]
+results = [l for l in lines if not l.startswith("waited ")]
+if results != [f"burst call {i}" for i in range(1, burst + 1)]:
+    fail(f"not every call was done, in order: {results}")
+if not waits:
+    fail("no call waited: the burst did not go over the rate")
+for w in waits:
+    if not re.fullmatch(r"waited (\d+) s \(retry-after\): this caller's call rate "
+                        r"\(limits\.caller_rate: 2/s\) is used up; retry in \1 s", w):
+        fail(f"unexpected wait line {w!r}")
+if not re.search(r"^## done$", out, re.M):
+    fail("it did not finish")
+
+audit = [json.loads(l) for l in open(audit_path)]
+def audit_fail(why):
+    sys.exit(f"run-agents: the audit log: {why}; it is above")
+codes = [a["code"] for a in audit]
+if codes.count("OK") != burst + 1 or codes.count("RESOURCE_EXHAUSTED") != len(waits) \
+        or len(codes) != burst + 1 + len(waits):
+    audit_fail(f"expected {burst + 1} OK and {len(waits)} RESOURCE_EXHAUSTED lines, found {codes}")
+for a in audit:
+    if (a["caller"], a["tool"], a["server"], a["is_error"]) != ("anonymous", "echo", "demo", False) \
+            or "arguments" in a or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", a["ts"]) \
+            or not isinstance(a["duration_ms"], (int, float)) or "trace_id" not in a:
+        audit_fail(f"unexpected line {a}")
+if stat.S_IMODE(os.stat(audit_path).st_mode) != 0o600:
+    audit_fail("its mode is not 0600")
+print(f"python agent's burst: ok ({len(waits)} waits); audit log: ok ({len(audit)} lines)")
+EOF
 
 echo "--- agents: ok"
