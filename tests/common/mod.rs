@@ -72,7 +72,8 @@ pub fn grpcurl() -> PathBuf {
     let grpcurl = venv.join("bin/grpcurl");
     install_once(&grpcurl, "python3", |command| {
         command.arg("-c").arg(format!(
-            "import subprocess, sys, venv; venv.create({v:?}, with_pip=True); \
+            "import pathlib, subprocess, sys, venv; \
+             pathlib.Path({v:?}, 'bin/python').exists() or venv.create({v:?}, with_pip=True, symlinks=True); \
              sys.exit(subprocess.call([{v:?} + '/bin/pip', 'install', '-q', '-r', {r:?}]))",
             v = venv.display().to_string(),
             r = repo().join("tests/requirements.txt").display().to_string(),

@@ -24,7 +24,8 @@ pub fn python() -> PathBuf {
     let marker = venv.join(format!(".requirements-{hex}"));
     install_once(&marker, "python3", |command| {
         command.arg("-c").arg(format!(
-            "import pathlib, subprocess, sys, venv; venv.create({v:?}, with_pip=True); \
+            "import pathlib, subprocess, sys, venv; \
+             pathlib.Path({v:?}, 'bin/python').exists() or venv.create({v:?}, with_pip=True, symlinks=True); \
              code = subprocess.call([{v:?} + '/bin/pip', 'install', '-q', '-r', {r:?}]); \
              code == 0 and pathlib.Path({m:?}).touch(); sys.exit(code)",
             v = venv.display().to_string(),
