@@ -141,7 +141,7 @@ impl App {
         let (acceptor, certs) = self.tls.unzip();
         broker.set_rates(config);
         let audit = match &config.audit {
-            Some(audit) => Some((AuditLog::open(audit).await?, audit.clone())),
+            Some(audit) => Some((AuditLog::open(audit)?, audit.clone())),
             None => None,
         };
         let service = Arc::new(BrokerService::new(

@@ -1,35 +1,36 @@
-//! The audit log's writer: calls hand their line to a bounded queue and go on; one task writes
-//! what is queued in one write to the file (appended, mode 0600) or to standard output. A slow
-//! disk never blocks a call: when the queue is full the line is dropped, and a write that fails
-//! drops its lines; either way they are counted in `toolbroker_audit_dropped_total` and warned
-//! about (at most every few seconds). SIGHUP reopens the file (log rotation); shutdown writes
-//! what is queued.
+//! The audit log's writer: calls hand their entry to a bounded queue and go on; a thread of its
+//! own wakes every few milliseconds, turns what is queued into lines and appends them in one
+//! write to the file (mode 0600) or to standard output. A call never waits for the disk, nor
+//! wakes the writer: when the queue is full the entry is dropped, and a write that fails drops
+//! its lines; either way they are counted in `toolbroker_audit_dropped_total` and warned about
+//! (at most every few seconds). SIGHUP reopens the file (log rotation); shutdown writes what is
+//! queued.
 
 use std::{
+    fs::File,
+    io::Write as _,
     os::unix::fs::OpenOptionsExt as _,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc::{Receiver, SyncSender, sync_channel},
     },
+    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use tokio::{
-    io::{AsyncWrite, AsyncWriteExt as _},
-    sync::{Notify, mpsc},
-    task::JoinHandle,
-};
+use anyhow::Context as _;
 
 use crate::domain::{
     audit::AuditEntry,
     config::{Audit, AuditSink},
 };
 
-/// Lines that may wait for the disk; beyond them, lines are dropped (and counted).
+/// Entries that may wait for the disk; beyond them, entries are dropped (and counted).
 const QUEUE: usize = 8192;
-/// The most bytes one write gathers.
-const BATCH: usize = 1 << 20;
+/// How often the writer writes what is queued: at most this late on disk.
+const TICK: Duration = Duration::from_millis(10);
 /// The least time between two warnings about dropped lines.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -38,31 +39,36 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 pub struct AuditLog(Arc<Inner>);
 
 struct Inner {
-    lines: mpsc::Sender<String>,
+    entries: SyncSender<AuditEntry>,
     arguments: AtomicBool,
-    reopen: Notify,
+    reopen: AtomicBool,
+    closing: AtomicBool,
     dropped: AtomicU64,
     last_warning: Mutex<Option<Instant>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    /// Set at shutdown: the writer drains the queue and stops.
-    closing: Notify,
 }
 
 impl AuditLog {
     /// Opens the sink (a file is created if missing) and starts the writer.
-    pub async fn open(audit: &Audit) -> anyhow::Result<Self> {
-        let out = Sink::open(&audit.sink).await?;
-        let (lines, queue) = mpsc::channel(QUEUE);
+    pub fn open(audit: &Audit) -> anyhow::Result<Self> {
+        let sink = Sink::open(&audit.sink)?;
+        let (entries, queue) = sync_channel(QUEUE);
         let log = AuditLog(Arc::new(Inner {
-            lines,
+            entries,
             arguments: AtomicBool::new(audit.arguments),
-            reopen: Notify::new(),
+            reopen: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             last_warning: Mutex::new(None),
             writer: Mutex::new(None),
-            closing: Notify::new(),
         }));
-        let writer = tokio::spawn(write(log.clone(), out, queue));
+        let writer = std::thread::Builder::new()
+            .name("audit-log".into())
+            .spawn({
+                let log = log.clone();
+                move || write(&log, sink, &queue)
+            })
+            .context("cannot start the audit log's writer")?;
         *log.0.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
         Ok(log)
     }
@@ -86,35 +92,34 @@ impl AuditLog {
         }
     }
 
-    /// Queues one line; never waits.
-    pub fn record(&self, entry: &AuditEntry) {
-        let mut line = entry.to_line();
-        line.push('\n');
-        if self.0.lines.try_send(line).is_err() {
+    /// Queues one entry; never waits.
+    pub fn record(&self, entry: AuditEntry) {
+        if self.0.entries.try_send(entry).is_err() {
             self.dropped(1);
         }
     }
 
     /// Reopens the file (after a rotation moved it away).
     pub fn reopen(&self) {
-        self.0.reopen.notify_one();
+        self.0.reopen.store(true, Ordering::Relaxed);
     }
 
-    /// Writes what is queued, flushes and stops the writer.
+    /// Writes what is queued and stops the writer.
     pub async fn close(&self) {
-        self.0.closing.notify_one();
+        self.0.closing.store(true, Ordering::Relaxed);
         let writer = self
             .0
             .writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(writer) = writer
-            && tokio::time::timeout(Duration::from_secs(10), writer)
-                .await
-                .is_err()
+        let Some(writer) = writer else { return };
+        let joined = tokio::task::spawn_blocking(move || writer.join());
+        if tokio::time::timeout(Duration::from_secs(10), joined)
+            .await
+            .is_err()
         {
-            tracing::warn!("the audit log was not flushed within 10 s");
+            tracing::warn!("the audit log was not written out within 10 s");
         }
     }
 
@@ -138,98 +143,80 @@ impl AuditLog {
 
 /// Where the writer writes.
 enum Sink {
-    File { path: PathBuf, out: tokio::fs::File },
-    Stdout(tokio::io::Stdout),
+    File { path: PathBuf, out: File },
+    Stdout,
 }
 
 impl Sink {
-    async fn open(sink: &AuditSink) -> anyhow::Result<Sink> {
+    fn open(sink: &AuditSink) -> anyhow::Result<Sink> {
         Ok(match sink {
-            AuditSink::Stdout => Sink::Stdout(tokio::io::stdout()),
+            AuditSink::Stdout => Sink::Stdout,
             AuditSink::File(path) => Sink::File {
                 path: path.clone(),
-                out: open_file(path).await?,
+                out: open_file(path)?,
             },
         })
     }
 
-    fn out(&mut self) -> &mut (dyn AsyncWrite + Unpin + Send) {
+    /// Appends `bytes` whole.
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
-            Sink::File { out, .. } => out,
-            Sink::Stdout(out) => out,
+            Sink::File { out, .. } => out.write_all(bytes),
+            Sink::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes)?;
+                out.flush()
+            }
         }
     }
 
-    /// Writes `bytes` whole and waits for the write to be done.
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let out = self.out();
-        out.write_all(bytes).await?;
-        out.flush().await
-    }
-
     /// A file sink: the path opened anew.
-    async fn reopen(&mut self) -> anyhow::Result<()> {
+    fn reopen(&mut self) -> anyhow::Result<()> {
         if let Sink::File { path, out } = self {
-            *out = open_file(path).await?;
+            *out = open_file(path)?;
             tracing::info!(file = %path.display(), "audit log reopened");
         }
         Ok(())
     }
 }
 
-async fn open_file(path: &PathBuf) -> anyhow::Result<tokio::fs::File> {
-    use anyhow::Context as _;
-    let file = std::fs::OpenOptions::new()
+fn open_file(path: &Path) -> anyhow::Result<File> {
+    std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("cannot open the audit log {}", path.display()))?;
-    Ok(tokio::fs::File::from_std(file))
+        .with_context(|| format!("cannot open the audit log {}", path.display()))
 }
 
-/// The writer: what is queued, in one write at a time.
-async fn write(log: AuditLog, mut sink: Sink, mut queue: mpsc::Receiver<String>) {
+/// The writer thread: every [`TICK`], what is queued, in one write; at shutdown, the rest.
+fn write(log: &AuditLog, mut sink: Sink, queue: &Receiver<AuditEntry>) {
+    let mut batch = Vec::with_capacity(64 * 1024);
     loop {
-        tokio::select! {
-            biased;
-            _ = log.0.closing.notified() => break,
-            _ = log.0.reopen.notified() => {
-                if let Err(error) = sink.reopen().await {
-                    tracing::warn!(error = format!("{error:#}"), "the audit log was not reopened; still writing the old file");
-                }
-            }
-            line = queue.recv() => {
-                let Some(line) = line else { break };
-                write_batch(&log, &mut sink, line, &mut queue).await;
-            }
+        let closing = log.0.closing.load(Ordering::Relaxed);
+        if log.0.reopen.swap(false, Ordering::Relaxed)
+            && let Err(error) = sink.reopen()
+        {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "the audit log was not reopened; still writing the old file"
+            );
         }
-    }
-    // Shutdown: what was queued before.
-    queue.close();
-    while let Some(line) = queue.recv().await {
-        write_batch(&log, &mut sink, line, &mut queue).await;
-    }
-}
-
-/// Writes `first` and what else is queued (up to [`BATCH`] bytes); lines a failed write took
-/// with it are counted as dropped.
-async fn write_batch(
-    log: &AuditLog,
-    sink: &mut Sink,
-    first: String,
-    queue: &mut mpsc::Receiver<String>,
-) {
-    let mut batch = first.into_bytes();
-    let mut lines = 1;
-    while batch.len() < BATCH
-        && let Ok(line) = queue.try_recv()
-    {
-        batch.extend_from_slice(line.as_bytes());
-        lines += 1;
-    }
-    if let Err(error) = sink.write(&batch).await {
-        tracing::warn!(%error, "cannot write the audit log");
-        log.dropped(lines);
+        let mut lines = 0;
+        while let Ok(entry) = queue.try_recv() {
+            entry.write_line(&mut batch);
+            lines += 1;
+        }
+        if lines > 0 {
+            if let Err(error) = sink.write(&batch) {
+                tracing::warn!(%error, "cannot write the audit log");
+                log.dropped(lines);
+            }
+            batch.clear();
+        }
+        if closing {
+            return;
+        }
+        std::thread::sleep(TICK);
     }
 }

@@ -1,5 +1,5 @@
 //! CallTool `echo` at concurrency 16 with the audit log and call rates off, then on: what each
-//! costs. The rates are set far above the load (every call is let through), so the run
+//! costs, as medians of interleaved rounds. The rates are set far above the load (every call is let through), so the run
 //! measures the checks, not refusals; the audit log writes to a file in a temporary directory.
 
 use crate::{Plan, broker::BrokerProcess, demo_config, report::Figures};
@@ -8,7 +8,8 @@ use crate::{Plan, broker::BrokerProcess, demo_config, report::Figures};
 const RATES: &str =
     "    rate: 1000000/s\n    caller_rate: 1000000/s\nlimits: { caller_rate: 1000000/s }\n";
 
-/// Prints the four runs, interleaved twice, and each one's throughput against off.
+/// Runs the four configs in turn, several rounds, and prints each one's median run and its
+/// throughput and CPU per call against off (medians: one run on a shared machine is noisy).
 pub async fn run(plan: Plan) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let audit = format!("audit: {{ file: {:?} }}\n", dir.path().join("audit.jsonl"));
@@ -19,25 +20,25 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         ("audit+rates", format!("{RATES}{audit}")),
     ];
     let concurrency = 16;
-    println!("\n## CallTool echo c={concurrency}: audit log and call rates off vs on");
-    let rounds = if plan.quick { 1 } else { 2 };
-    let mut best: Vec<Option<Figures>> = vec![None, None, None, None];
+    let rounds = if plan.quick { 1 } else { 5 };
+    println!(
+        "\n## CallTool echo c={concurrency}: audit log and call rates off vs on \
+         (median of {rounds} interleaved rounds)"
+    );
+    let mut runs: Vec<Vec<Figures>> = configs.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds {
         for (i, (_, extra)) in configs.iter().enumerate() {
             let figures = BrokerProcess::start(&demo_config(&[], extra)?, &[])
                 .await?
                 .echo_load(concurrency, plan)
                 .await?;
-            // The better of the rounds: noise on a shared machine only ever slows a run.
-            if best[i].as_ref().is_none_or(|b| figures.rate() > b.rate()) {
-                best[i] = Some(figures);
-            }
+            runs[i].push(figures);
         }
     }
-    let off = best[0].take().expect("measured");
+    let medians: Vec<Figures> = runs.into_iter().map(median).collect();
+    let off = &medians[0];
     println!("{}", off.row("off"));
-    for (i, (name, _)) in configs.iter().enumerate().skip(1) {
-        let on = best[i].take().expect("measured");
+    for ((name, _), on) in configs.iter().zip(&medians).skip(1) {
         println!("{}", on.row(name));
         println!(
             "{name}/off: throughput {:.3}x, p50 {:+.3} ms, cpu/call {:+.1} µs",
@@ -47,4 +48,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The run with the median throughput.
+fn median(mut runs: Vec<Figures>) -> Figures {
+    runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
+    let middle = runs.len() / 2;
+    runs.swap_remove(middle)
 }

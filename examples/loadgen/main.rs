@@ -14,7 +14,8 @@
 //! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here);
 //! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
 //!   against shared, and the broker's memory per open session;
-//! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on.
+//! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
+//!   (medians of interleaved rounds).
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.

@@ -40,6 +40,12 @@ impl AuditEntry {
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).expect("an audit entry serializes")
     }
+
+    /// Appends the line and its newline to `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        serde_json::to_writer(&mut *out, self).expect("an audit entry serializes");
+        out.push(b'\n');
+    }
 }
 
 /// `arguments` as recorded: as sent, or `{"omitted_bytes": N}` when over

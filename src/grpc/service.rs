@@ -122,7 +122,7 @@ impl Pending<'_> {
     fn finish(mut self, result: &Result<proto::CallToolResponse, RequestError>) {
         if let Some(draft) = self.draft.take() {
             self.audit
-                .record(&draft.finish(Some(result), |tool| self.broker.owner(tool)));
+                .record(draft.finish(Some(result), |tool| self.broker.owner(tool)));
         }
     }
 }
@@ -131,7 +131,7 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if let Some(draft) = self.draft.take() {
             self.audit
-                .record(&draft.finish(None, |tool| self.broker.owner(tool)));
+                .record(draft.finish(None, |tool| self.broker.owner(tool)));
         }
     }
 }

@@ -59,8 +59,7 @@ impl TraceHeaders {
 
     /// The trace id (32 hex digits), if there is a `traceparent`.
     pub fn trace_id(&self) -> Option<&str> {
-        let id = self.traceparent.as_deref()?.split('-').nth(1)?;
-        (id.len() == 32).then_some(id)
+        trace_id_of(self.traceparent.as_deref()?)
     }
 
     /// The OpenTelemetry context these fields describe (to parent a span on).
@@ -136,6 +135,12 @@ impl Injector for TraceHeaders {
             _ => {}
         }
     }
+}
+
+/// The trace id a `traceparent` value names, if it is well-formed enough to have one.
+pub fn trace_id_of(traceparent: &str) -> Option<&str> {
+    let id = traceparent.split('-').nth(1)?;
+    (id.len() == 32).then_some(id)
 }
 
 #[cfg(test)]

@@ -157,18 +157,22 @@ impl Telemetry {
     }
 }
 
-/// The trace the current request belongs to: the current span's when spans are made, else the
-/// one the caller's `traceparent` names.
+/// The trace the current request belongs to: the one the caller's `traceparent` names (the
+/// request's span continues it), else the current span's when spans are exported.
 pub fn current_trace_id(metadata: &tonic::metadata::MetadataMap) -> Option<String> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let span = tracing::Span::current();
-    let id = span.context().span().span_context().trace_id();
-    if id != opentelemetry::trace::TraceId::INVALID {
-        return Some(id.to_string());
+    let traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok());
+    if let Some(id) = traceparent.and_then(context::trace_id_of) {
+        return Some(id.to_owned());
     }
-    let caller = context::TraceHeaders::from_lookup(|name| {
-        metadata.get(name)?.to_str().ok().map(str::to_owned)
-    });
-    caller.trace_id().map(str::to_owned)
+    if !exporting() {
+        return None;
+    }
+    let id = tracing::Span::current()
+        .context()
+        .span()
+        .span_context()
+        .trace_id();
+    (id != opentelemetry::trace::TraceId::INVALID).then(|| id.to_string())
 }
