@@ -69,7 +69,7 @@ fn client_credentials() -> Value {
 
 #[tokio::test]
 async fn client_credentials_are_cached_renewed_before_expiry_and_never_logged() {
-    let (oauth, mcp) = protected(Duration::from_secs(4)).await;
+    let (oauth, mcp) = protected(Duration::from_secs(8)).await;
     let broker = broker_for(remote(&mcp.url, client_credentials())).await;
 
     let seen = whoami(&broker).await;
@@ -86,8 +86,8 @@ async fn client_credentials_are_cached_renewed_before_expiry_and_never_logged() 
     assert_eq!(first.resource.as_deref(), Some(mcp.url.as_str()));
     assert_eq!(first.scope.as_deref(), Some("mcp"));
 
-    // Renewed 30 s or half its lifetime before expiry: past 2 s of its 4 a new one is got.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Renewed 30 s or half its lifetime before expiry: past 4 s of its 8 a new one is got.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     assert_eq!(whoami(&broker).await["client_id"], "broker");
     assert_eq!(oauth.token_requests().len(), 2, "renewed before expiry");
     assert_eq!(whoami(&broker).await["client_id"], "broker");
@@ -253,7 +253,7 @@ async fn login(config: &std::path::Path) {
 
 #[tokio::test]
 async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reloads_on_sighup() {
-    let (oauth, mcp) = protected(Duration::from_secs(4)).await;
+    let (oauth, mcp) = protected(Duration::from_secs(8)).await;
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("tokens").join("remote.json");
     let section = json!({"token_store": store.display().to_string(), "scopes": ["mcp"]});
@@ -300,7 +300,7 @@ async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reload
     assert_eq!(seen["client_id"], file["client_id"], "{seen}");
 
     // The access token nears expiry: refreshed with the refresh token, written back.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     whoami(&broker).await;
     let grants: Vec<_> = oauth
         .token_requests()
