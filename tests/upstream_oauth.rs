@@ -299,15 +299,29 @@ async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reload
     let seen = whoami(&broker).await;
     assert_eq!(seen["client_id"], file["client_id"], "{seen}");
 
-    // The access token nears expiry: refreshed with the refresh token, written back.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
-    whoami(&broker).await;
-    let grants: Vec<_> = oauth
-        .token_requests()
-        .into_iter()
-        .map(|request| request.grant_type.unwrap_or_default())
-        .collect();
-    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    // The access token nears expiry (rmcp refreshes when less than half its 8 s remain, counted
+    // in whole seconds): calls go on, and one of them gets it refreshed with the refresh token,
+    // written back.
+    let grants = || -> Vec<String> {
+        oauth
+            .token_requests()
+            .into_iter()
+            .map(|request| request.grant_type.unwrap_or_default())
+            .collect()
+    };
+    let refreshed_at = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            whoami(&broker).await;
+            if grants().len() > 1 {
+                return asked.elapsed();
+            }
+        }
+    })
+    .await
+    .expect("the token was refreshed before it ran out");
+    assert!(refreshed_at < Duration::from_secs(10), "{refreshed_at:?}");
+    assert_eq!(grants(), ["authorization_code", "refresh_token"]);
     let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
     let rotated = refreshed["credentials"]["token_response"]["refresh_token"]
         .as_str()
