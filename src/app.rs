@@ -31,7 +31,7 @@ use crate::{
         config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
     },
-    grpc::{server, service::BrokerService},
+    grpc::{broker_service::BrokerService, server},
     health::HealthStatuses,
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
     tls::{self, CertReloader},

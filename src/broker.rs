@@ -10,17 +10,23 @@ use std::{
     time::Duration,
 };
 
-use rmcp::model::CallToolResult;
+use rmcp::model::{
+    CallToolResult, ClientRequest, GetPromptRequest, GetPromptRequestParams, GetPromptResult,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResult, ServerResult,
+};
+use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
 use crate::{
+    conversation::Conversation,
     domain::{
-        call::{RawArguments, effective_timeout, prepare_arguments},
+        call::{RawArguments, Timing, effective_timeout, prepare_arguments},
         caller::CallerValues,
         catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
         config::Config,
         names::ServerName,
-        request_error::RequestError,
+        offer::{PromptSpec, Resources},
+        request_error::{INVALID_PARAMS, RequestError},
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
     },
@@ -28,6 +34,9 @@ use crate::{
     telemetry::context::TraceHeaders,
     upstream::{Reporter, Upstream},
 };
+
+/// MCP's "resource not found" error code.
+const RESOURCE_NOT_FOUND: i32 = -32002;
 
 /// Events a watcher may fall behind by before it is sent a fresh snapshot instead.
 const EVENT_BUFFER: usize = 1024;
@@ -168,7 +177,10 @@ impl Broker {
     }
 
     /// Calls the tool exposed as `name` for `caller` (a per-caller server runs it in that
-    /// caller's session), carrying the caller's trace context.
+    /// caller's session), carrying the caller's trace context. A streaming call's
+    /// `conversation` receives what the server sends during the call, and progress keeps the
+    /// call alive up to the server's `max_timeout`.
+    #[expect(clippy::too_many_arguments, reason = "one call's whole request, named")]
     pub async fn call(
         &self,
         name: &str,
@@ -177,6 +189,7 @@ impl Broker {
         deadline: Option<Duration>,
         trace: &TraceHeaders,
         caller: &dyn CallerValues,
+        conversation: Option<Conversation>,
     ) -> Result<Called, RequestError> {
         let (tool, upstream) = self.route(name)?;
         // The RPC's span (and so every log line of this call) names the server.
@@ -190,14 +203,119 @@ impl Broker {
         tool.spec
             .check_arguments(&arguments, unusable)
             .map_err(RequestError::InvalidArguments)?;
-        let timeout = effective_timeout(requested_timeout, upstream.timeout(), deadline)?;
+        let timing = match &conversation {
+            None => Timing::unary(effective_timeout(
+                requested_timeout,
+                upstream.timeout(),
+                deadline,
+            )?),
+            Some(_) => Timing::streaming(
+                requested_timeout,
+                upstream.timeout(),
+                upstream.max_timeout(),
+                deadline,
+            )?,
+        };
         let result = upstream
-            .call(&tool.spec.original, arguments, timeout, trace, caller)
+            .call(
+                &tool.spec.original,
+                arguments,
+                timing,
+                trace,
+                caller,
+                conversation,
+            )
             .await?;
         Ok(Called {
             server: tool.server.clone(),
             result,
         })
+    }
+
+    /// Reads the resource `uri` of `server` for `caller` (in the caller's own session for a
+    /// per-caller server), within the server's timeout.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        caller: &dyn CallerValues,
+    ) -> Result<(ServerName, ReadResourceResult), RequestError> {
+        let upstream = self.ready(server)?;
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri),
+        ));
+        match upstream.request(caller, request, upstream.timeout()).await {
+            Ok(ServerResult::ReadResourceResult(result)) => Ok((upstream.server().clone(), result)),
+            Ok(_) => Err(RequestError::BadResult {
+                server: upstream.server().clone(),
+                reason: "it answered resources/read with something else".into(),
+            }),
+            Err(RequestError::ServerError {
+                server,
+                code,
+                message,
+            }) if code == RESOURCE_NOT_FOUND || code == INVALID_PARAMS => {
+                Err(RequestError::UnknownResource {
+                    server,
+                    uri: uri.into(),
+                    message,
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Gets the prompt exposed as `name`, filled in with `arguments`, for `caller`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        caller: &dyn CallerValues,
+    ) -> Result<(ServerName, GetPromptResult), RequestError> {
+        let prompt = self
+            .snapshot()
+            .catalog
+            .prompt(name)
+            .cloned()
+            .ok_or_else(|| RequestError::UnknownPrompt { name: name.into() })?;
+        let upstream = self.ready(prompt.server.as_str())?;
+        let mut params = GetPromptRequestParams::new(prompt.spec.original.clone());
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match upstream
+            .request(caller, request, upstream.timeout())
+            .await?
+        {
+            ServerResult::GetPromptResult(result) => Ok((prompt.server.clone(), result)),
+            _ => Err(RequestError::BadResult {
+                server: prompt.server.clone(),
+                reason: "it answered prompts/get with something else".into(),
+            }),
+        }
+    }
+
+    /// The call handle of a READY server; why not, otherwise.
+    fn ready(&self, server: &str) -> Result<Upstream, RequestError> {
+        let snapshot = self.snapshot();
+        if let Some(upstream) = snapshot
+            .sessions
+            .iter()
+            .find_map(|(name, upstream)| (name.as_str() == server).then(|| upstream.clone()))
+        {
+            return Ok(upstream);
+        }
+        match snapshot.catalog.server(server) {
+            Some(view) => Err(RequestError::NotReady {
+                server: view.name.clone(),
+                state: view.condition.state,
+                message: view.message.clone(),
+            }),
+            None => Err(RequestError::UnknownServer {
+                name: server.into(),
+            }),
+        }
     }
 
     /// The server a tool exposed as `name` belongs to (ready or not), if any.
@@ -253,6 +371,22 @@ impl Reporter for Broker {
 
     fn tools(&self, server: &ServerName, tools: Vec<ToolSpec>) {
         self.update(|state| state.catalog.apply(Update::Tools(server.clone(), tools)));
+    }
+
+    fn resources(&self, server: &ServerName, resources: Resources) {
+        self.update(|state| {
+            state
+                .catalog
+                .apply(Update::Resources(server.clone(), resources))
+        });
+    }
+
+    fn prompts(&self, server: &ServerName, prompts: Vec<PromptSpec>) {
+        self.update(|state| {
+            state
+                .catalog
+                .apply(Update::Prompts(server.clone(), prompts))
+        });
     }
 
     /// Servers no longer configured are dropped from the catalog (after a last status) and

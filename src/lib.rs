@@ -13,6 +13,7 @@ pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod config_file;
+pub mod conversation;
 pub mod demo_server;
 pub mod domain;
 pub mod foreign_errors;

@@ -360,3 +360,49 @@ async fn a_call_its_caller_gives_up_on_is_audited_as_cancelled() {
     assert_eq!(lines[0]["tool"], "demo_sleep");
     assert_eq!(lines[0]["server"], "demo");
 }
+
+#[tokio::test]
+async fn streaming_calls_are_audited_like_unary_ones_refused_ones_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let broker = broker(
+        json!({"file": file}),
+        Some(json!({"caller_rate": "1000/s"})),
+    )
+    .await;
+    let mut stream = broker
+        .stream_call(ALICE, "demo_echo", r#"{"message": "streamed"}"#)
+        .await
+        .unwrap();
+    let (_, result) = stream.result().await.unwrap();
+    assert_eq!(result.text, "streamed");
+    // A wrong token: refused at the gate, still audited with its tool.
+    let refused = match broker.stream_call(Some("wrong"), "demo_echo", "{}").await {
+        Err(status) => status,
+        Ok(mut stream) => stream.result().await.unwrap_err(),
+    };
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    // bob may not call demo_add.
+    let denied = match broker
+        .stream_call(Some("bob-token"), "demo_add", r#"{"a": 1, "b": 2}"#)
+        .await
+    {
+        Err(status) => status,
+        Ok(mut stream) => stream.result().await.unwrap_err(),
+    };
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    let audited = lines(&file, 3).await;
+    let summary: Vec<(Value, Value, Value)> = audited
+        .iter()
+        .map(|l| (l["caller"].clone(), l["tool"].clone(), l["code"].clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (json!("alice"), json!("demo_echo"), json!("OK")),
+            (Value::Null, json!("demo_echo"), json!("UNAUTHENTICATED")),
+            (json!("bob"), json!("demo_add"), json!("PERMISSION_DENIED")),
+        ]
+    );
+    assert_eq!(audited[0]["server"], "demo");
+}

@@ -100,6 +100,8 @@ async fn watch_shows_a_server_connecting_ready_lost_and_ready_again() {
             Some(Event::ServerStatus(status)) if status.state() == ServerState::Ready => {
                 break status;
             }
+            // The demo's resources and prompts come and go with it.
+            Some(Event::ResourcesChanged(_) | Event::PromptsChanged(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     };
@@ -114,6 +116,8 @@ async fn watch_shows_a_server_connecting_ready_lost_and_ready_again() {
                 removed = change.removed.iter().any(|n| n == "echo")
             }
             Some(Event::ServerStatus(status)) => break status,
+            // The demo's resources and prompts come and go with it.
+            Some(Event::ResourcesChanged(_) | Event::PromptsChanged(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     };
@@ -138,6 +142,8 @@ async fn watch_shows_a_server_connecting_ready_lost_and_ready_again() {
             Some(Event::ServerStatus(status)) => {
                 assert_eq!(status.state(), ServerState::Reconnecting, "{status:?}")
             }
+            // The demo's resources and prompts come and go with it.
+            Some(Event::ResourcesChanged(_) | Event::PromptsChanged(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     };

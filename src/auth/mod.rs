@@ -44,7 +44,7 @@ impl Caller {
     pub fn anyone() -> Self {
         Self {
             key: CallerKey::anonymous(),
-            access: Access::All,
+            access: Access::ALL,
             token: None,
             claims: None,
         }
@@ -53,6 +53,16 @@ impl Caller {
     /// Whether this caller may see and call the tool exposed as `name`.
     pub fn may_use(&self, name: &str) -> bool {
         self.access.may_use(name)
+    }
+
+    /// Whether this caller may see and get the prompt exposed as `name`.
+    pub fn may_prompt(&self, name: &str) -> bool {
+        self.access.may_prompt(name)
+    }
+
+    /// Whether this caller may list and read `server`'s resources.
+    pub fn may_read(&self, server: &str) -> bool {
+        self.access.may_read(server)
     }
 
     /// Whether it sees every tool.
@@ -177,7 +187,7 @@ async fn admit(
                 kind: CallerKind::Certificate,
                 id,
             },
-            access: Access::All,
+            access: Access::ALL,
             token: None,
             claims: None,
         });

@@ -70,7 +70,8 @@ fn gate(dir: &tempfile::TempDir) -> Gate {
     };
     std::fs::write(&jwks, serde_json::to_string(&set).unwrap()).unwrap();
     let yaml = format!(
-        "auth:\n  tokens: [{{name: agent, value_env: T, tools: ['fs_*']}}]\n  jwt:\n    \
+        "auth:\n  tokens: [{{name: agent, value_env: T, tools: ['fs_*'], prompts: ['fs_*'], \
+         resources: [fs]}}]\n  jwt:\n    \
          issuer: https://idp.test\n    audience: toolbroker\n    jwks_file: {}\n    \
          grants_claim: scope\n    grants: {{'tools:fs': ['fs_*'], 'tools:all': ['*']}}\n",
         jwks.display()
@@ -111,6 +112,8 @@ async fn static_tokens_are_checked() {
     assert_eq!(agent.key.id, "agent");
     assert_eq!(agent.key.kind, CallerKind::Token);
     assert!(agent.may_use("fs_read") && !agent.may_use("shell_exec"));
+    assert!(agent.may_prompt("fs_review") && !agent.may_prompt("greet"));
+    assert!(agent.may_read("fs") && !agent.may_read("memory"));
 }
 
 #[tokio::test]

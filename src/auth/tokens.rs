@@ -49,7 +49,7 @@ impl StaticTokens {
             tokens.push(Token {
                 digest: Sha256::digest(value.as_bytes()).into(),
                 name: spec.name.clone(),
-                access: Access::of_token(&spec.tools),
+                access: Access::of_token(&spec.tools, &spec.prompts, &spec.resources),
             });
         }
         if errors.is_empty() {

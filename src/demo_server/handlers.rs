@@ -1,19 +1,24 @@
 //! What the demo tools do once their arguments are parsed. `sleep` waits on the clock and talks
-//! to the peer; the other handlers are pure functions from arguments to results.
+//! to the peer, `ask` asks the client; the other handlers are pure functions from arguments to
+//! results.
 
 use std::time::Duration;
 
 use rmcp::{
     ErrorData,
     model::{
-        CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, RequestMetaObject,
+        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+        ElicitationAction, ElicitationSchema, JsonObject, ProgressNotificationParam,
+        RequestMetaObject, ServerRequest,
     },
     service::{RequestContext, RoleServer},
 };
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::tools::{AddArgs, EchoArgs, FailArgs, NoArgs, SleepArgs, Stats, StatsArgs, WhoamiArgs};
+use super::tools::{
+    AddArgs, AskArgs, EchoArgs, FailArgs, NoArgs, SleepArgs, Stats, StatsArgs, WhoamiArgs,
+};
 
 /// Deserializes a tool's arguments; failure is the caller's mistake, so -32602 naming the problem.
 pub(super) fn parse_args<T: DeserializeOwned>(
@@ -145,6 +150,41 @@ pub(super) fn echo_arguments<T: DeserializeOwned>(
     let json = serde_json::Value::Object(args.clone());
     parse_args::<T>(tool, args)?;
     Ok(text_result(format!("{tool}: {json}")))
+}
+
+/// `ask`: puts the question to the user (`elicitation/create`, one required string `answer`)
+/// and says what they answered; a client that cannot ask gets a tool error.
+pub(super) async fn ask(args: AskArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+    let schema = match ElicitationSchema::builder()
+        .required_string("answer")
+        .build()
+    {
+        Ok(schema) => schema,
+        Err(error) => return tool_error(format!("cannot build the question: {error}")),
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: args.question,
+        requested_schema: schema,
+    };
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    match context.peer.send_request(request).await {
+        Ok(ClientResult::ElicitResult(result)) => match result.action {
+            ElicitationAction::Accept => {
+                let answer = result
+                    .content
+                    .as_ref()
+                    .and_then(|content| content.get("answer"))
+                    .and_then(|answer| answer.as_str())
+                    .unwrap_or_default();
+                text_result(format!("the user answered: {answer}"))
+            }
+            ElicitationAction::Decline => text_result("the user declined to answer"),
+            _ => text_result("the user cancelled"),
+        },
+        Ok(other) => tool_error(format!("the client answered the question with {other:?}")),
+        Err(error) => tool_error(format!("cannot ask the user: {error}")),
+    }
 }
 
 /// Default and bounds of `sleep`'s `steps`.

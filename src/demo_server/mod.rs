@@ -14,6 +14,7 @@ mod content;
 mod handlers;
 mod http;
 mod legacy_sse;
+mod offers;
 mod stdio;
 mod tools;
 
@@ -27,10 +28,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rmcp::{
     ErrorData, Peer, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
-        InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-        PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
-        SubscriptionFilter,
+        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+        GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject,
+        ServerCapabilities, ServerConfig, SubscriptionFilter,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -174,6 +176,7 @@ impl DemoServer {
             Builtin::Sleep => {
                 handlers::sleep(parse_args(name, args)?, &context, &self.shared.stop).await
             }
+            Builtin::Ask => handlers::ask(parse_args(name, args)?, &context).await,
             Builtin::AddTool => self.add_tool(parse_args(name, args)?).await,
             Builtin::RemoveTool => self.remove_tool(parse_args(name, args)?).await,
             Builtin::TinyImage => {
@@ -280,6 +283,8 @@ impl ServerHandler for DemoServer {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_resources()
+            .enable_prompts()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -338,6 +343,48 @@ impl ServerHandler for DemoServer {
             .instrument(span)
             .await?;
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(offers::resources()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            offers::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        offers::read(&request.uri).map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(offers::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        offers::get_prompt(&request.name, request.arguments.unwrap_or_default()).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {

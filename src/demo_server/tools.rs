@@ -18,6 +18,7 @@ pub(super) enum Builtin {
     AllContent,
     Fail,
     Sleep,
+    Ask,
     EchoMeta,
     Whoami,
     AddTool,
@@ -27,7 +28,7 @@ pub(super) enum Builtin {
 
 impl Builtin {
     /// Every built-in tool, in listing order.
-    pub(super) const ALL: [Builtin; 12] = [
+    pub(super) const ALL: [Builtin; 13] = [
         Self::Echo,
         Self::Add,
         Self::Stats,
@@ -35,6 +36,7 @@ impl Builtin {
         Self::AllContent,
         Self::Fail,
         Self::Sleep,
+        Self::Ask,
         Self::EchoMeta,
         Self::Whoami,
         Self::AddTool,
@@ -59,6 +61,7 @@ impl Builtin {
                 .with_output_schema::<Stats>(),
             Self::Fail => tool.with_input_schema::<FailArgs>(),
             Self::Sleep => tool.with_input_schema::<SleepArgs>(),
+            Self::Ask => tool.with_input_schema::<AskArgs>(),
             Self::AddTool => tool.with_input_schema::<AddToolArgs>(),
             Self::RemoveTool => tool.with_input_schema::<RemoveToolArgs>(),
             Self::Whoami => tool.with_input_schema::<WhoamiArgs>(),
@@ -102,6 +105,11 @@ impl Builtin {
                 "sleep",
                 "Sleep",
                 "Waits the given number of milliseconds, reporting progress in steps, and stops early if the call is cancelled.",
+            ),
+            Self::Ask => (
+                "ask",
+                "Ask the user",
+                "Asks the user the given question (an MCP elicitation) and returns their answer, or says that they declined.",
             ),
             Self::EchoMeta => (
                 "echo_meta",
@@ -181,6 +189,14 @@ pub(super) struct Stats {
     pub(super) max: f64,
     /// The arithmetic mean.
     pub(super) mean: f64,
+}
+
+/// Arguments of `ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AskArgs {
+    /// The question to put to the user.
+    pub(super) question: String,
 }
 
 /// Arguments of tools that take none; unknown keys are refused like everywhere else.

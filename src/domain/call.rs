@@ -67,6 +67,42 @@ pub fn effective_timeout(
         .unwrap_or(server))
 }
 
+/// How long a call may wait for its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The call's timeout; for a streaming call, each progress notification restarts it.
+    pub timeout: Duration,
+    /// The most a streaming call may last, however often it is restarted.
+    pub max: Duration,
+}
+
+impl Timing {
+    /// A unary call's: its timeout is all there is.
+    pub fn unary(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            max: timeout,
+        }
+    }
+
+    /// A streaming call's: the caller's timeout (capped by the server's and the deadline),
+    /// restarted by progress up to the server's `max_timeout` or the deadline, whichever is
+    /// first.
+    pub fn streaming(
+        requested: Option<Duration>,
+        server: Duration,
+        server_max: Duration,
+        deadline: Option<Duration>,
+    ) -> Result<Self, RequestError> {
+        let timeout = effective_timeout(requested, server, deadline)?;
+        let max = deadline.map_or(server_max, |d| d.min(server_max));
+        Ok(Self {
+            timeout,
+            max: max.max(timeout),
+        })
+    }
+}
+
 fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

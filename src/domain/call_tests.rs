@@ -123,3 +123,35 @@ fn timeout_is_the_smallest_of_request_server_and_deadline() {
         Err(RequestError::InvalidArguments(_))
     ));
 }
+
+#[test]
+fn streaming_calls_are_restarted_up_to_the_max_timeout_or_the_deadline() {
+    let s = Duration::from_secs;
+    let timing = Timing::streaming(None, s(1), s(2), None).unwrap();
+    assert_eq!(
+        timing,
+        Timing {
+            timeout: s(1),
+            max: s(2)
+        }
+    );
+    let capped = Timing::streaming(Some(s(5)), s(30), s(300), Some(s(60))).unwrap();
+    assert_eq!(
+        capped,
+        Timing {
+            timeout: s(5),
+            max: s(60)
+        },
+        "the deadline caps the max"
+    );
+    let short = Timing::streaming(None, s(30), s(300), Some(s(10))).unwrap();
+    assert_eq!(
+        short,
+        Timing {
+            timeout: s(10),
+            max: s(10)
+        }
+    );
+    assert_eq!(Timing::unary(s(3)).max, s(3));
+    assert!(Timing::streaming(Some(Duration::ZERO), s(1), s(2), None).is_err());
+}

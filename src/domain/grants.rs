@@ -1,59 +1,104 @@
-//! Which tools a caller may see and call: every tool, or those matching its patterns (`*` and
-//! `?` over exposed names) — a static token's `tools`, or the union of what a JWT's claim
-//! values are granted. Pure.
+//! What a caller may see and use: every tool, or those matching its patterns (`*` and `?`
+//! over exposed names) — a static token's `tools`, or the union of what a JWT's claim values
+//! are granted — and, for a restricted caller, the prompts and the servers' resources its
+//! token names (none by default). Pure.
 
 use std::sync::Arc;
 
 use wildmatch::WildMatch;
 
-/// The tools a caller may see and call.
+/// Names matched by patterns: all of them, or those matching one pattern.
 #[derive(Debug, Clone)]
-pub enum Access {
-    /// Every tool.
+pub enum Patterns {
+    /// Every name.
     All,
-    /// Only exposed names matching one of these (none: no tool at all).
+    /// Only names matching one of these (none: nothing at all).
     Only(Arc<[WildMatch]>),
 }
 
+impl Patterns {
+    fn only<'a>(patterns: impl Iterator<Item = &'a String>) -> Self {
+        let patterns: Vec<WildMatch> = patterns.map(|p| WildMatch::new(p)).collect();
+        Patterns::Only(patterns.into())
+    }
+
+    /// Whether `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Patterns::All => true,
+            Patterns::Only(patterns) => patterns.iter().any(|p| p.matches(name)),
+        }
+    }
+}
+
+/// The tools, prompts and resources a caller may see and use.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// Exposed tool names.
+    tools: Patterns,
+    /// Exposed prompt names.
+    prompts: Patterns,
+    /// Names of the servers whose resources it may list and read.
+    resources: Patterns,
+}
+
 impl Access {
-    /// A static token's access: its `tools` patterns, or every tool when it lists none.
-    pub fn of_token(patterns: &[String]) -> Self {
-        if patterns.is_empty() {
-            Access::All
-        } else {
-            Self::only(patterns.iter())
+    /// Everything.
+    pub const ALL: Access = Access {
+        tools: Patterns::All,
+        prompts: Patterns::All,
+        resources: Patterns::All,
+    };
+
+    /// A static token's access: everything when it lists no `tools`; otherwise its `tools`,
+    /// `prompts` and `resources` patterns (the last two default to nothing).
+    pub fn of_token(tools: &[String], prompts: &[String], resources: &[String]) -> Self {
+        if tools.is_empty() {
+            return Self::ALL;
+        }
+        Access {
+            tools: Patterns::only(tools.iter()),
+            prompts: Patterns::only(prompts.iter()),
+            resources: Patterns::only(resources.iter()),
         }
     }
 
-    /// A JWT's access: with no `grants`, every tool; with `grants`, the union of the patterns
-    /// its claim values are granted (nothing when none is).
+    /// A JWT's access: with no `grants`, everything; with `grants`, the union of the tool
+    /// patterns its claim values are granted (nothing when none is), and no prompts or
+    /// resources (grants name tools only).
     pub fn of_grants(grants: Option<&[(String, Vec<String>)]>, values: &[String]) -> Self {
         let Some(grants) = grants else {
-            return Access::All;
+            return Self::ALL;
         };
         let granted = grants
             .iter()
             .filter(|(value, _)| values.contains(value))
             .flat_map(|(_, patterns)| patterns);
-        Self::only(granted)
-    }
-
-    fn only<'a>(patterns: impl Iterator<Item = &'a String>) -> Self {
-        let patterns: Vec<WildMatch> = patterns.map(|p| WildMatch::new(p)).collect();
-        Access::Only(patterns.into())
+        Access {
+            tools: Patterns::only(granted),
+            prompts: Patterns::only(std::iter::empty()),
+            resources: Patterns::only(std::iter::empty()),
+        }
     }
 
     /// Whether the tool exposed as `name` may be seen and called.
     pub fn may_use(&self, name: &str) -> bool {
-        match self {
-            Access::All => true,
-            Access::Only(patterns) => patterns.iter().any(|p| p.matches(name)),
-        }
+        self.tools.matches(name)
     }
 
     /// Whether every tool may be.
     pub fn sees_all(&self) -> bool {
-        matches!(self, Access::All)
+        matches!(self.tools, Patterns::All)
+    }
+
+    /// Whether the prompt exposed as `name` may be seen and got.
+    pub fn may_prompt(&self, name: &str) -> bool {
+        self.prompts.matches(name)
+    }
+
+    /// Whether `server`'s resources may be listed and read.
+    pub fn may_read(&self, server: &str) -> bool {
+        self.resources.matches(server)
     }
 }
 
@@ -70,9 +115,13 @@ mod tests {
 
     #[test]
     fn static_tokens_see_their_patterns_or_everything() {
-        assert!(Access::of_token(&[]).sees_all());
-        let reader = Access::of_token(&["fs_read_*".into()]);
+        assert!(Access::of_token(&[], &[], &[]).sees_all());
+        let reader = Access::of_token(&["fs_read_*".into()], &[], &["fs".into()]);
         assert!(reader.may_use("fs_read_file") && !reader.may_use("fs_write_file"));
+        assert!(reader.may_read("fs") && !reader.may_read("memory"));
+        assert!(!reader.may_prompt("fs_prompt"), "prompts default to none");
+        let all = Access::of_token(&[], &[], &[]);
+        assert!(all.may_prompt("any") && all.may_read("any"));
     }
 
     #[test]
@@ -88,6 +137,7 @@ mod tests {
             !none.may_use("echo") && !none.sees_all(),
             "granted nothing, sees nothing"
         );
+        assert!(!fs.may_prompt("greet") && !fs.may_read("fs"));
         assert!(
             Access::of_grants(None, &[]).sees_all(),
             "no grants: every tool"

@@ -11,6 +11,7 @@ pub mod config;
 pub mod expand;
 pub mod grants;
 pub mod names;
+pub mod offer;
 pub mod outcome;
 pub mod reload;
 pub mod replicas;

@@ -91,6 +91,41 @@ pub enum RequestError {
         /// The name asked for.
         name: String,
     },
+    /// The caller's token does not allow this prompt.
+    #[error("the token {caller:?} may not get prompt {prompt:?} (auth.tokens[].prompts)")]
+    PromptDenied {
+        /// The token's name.
+        caller: String,
+        /// The prompt asked for.
+        prompt: String,
+    },
+    /// The caller's token does not allow this server's resources.
+    #[error(
+        "the token {caller:?} may not read the resources of server {server:?} \
+         (auth.tokens[].resources)"
+    )]
+    ResourcesDenied {
+        /// The token's name.
+        caller: String,
+        /// The server asked for.
+        server: String,
+    },
+    /// No prompt has this exposed name.
+    #[error("unknown prompt {name:?}; ListPrompts shows the prompts available")]
+    UnknownPrompt {
+        /// The name asked for.
+        name: String,
+    },
+    /// The server has no resource with this URI.
+    #[error("server {server:?} has no resource {uri:?}: {message}")]
+    UnknownResource {
+        /// The server.
+        server: ServerName,
+        /// The URI asked for.
+        uri: String,
+        /// The server's words.
+        message: String,
+    },
     /// No server has this name.
     #[error("unknown server {name:?}; ListServers shows the configured servers")]
     UnknownServer {
@@ -472,6 +507,11 @@ impl RequestError {
             RequestError::PermissionDenied { .. } => (PermissionDenied, Debug, "permission_denied"),
             RequestError::UnknownTool { .. } => (NotFound, Debug, "unknown_tool"),
             RequestError::UnknownServer { .. } => (NotFound, Debug, "unknown_server"),
+            RequestError::PromptDenied { .. } | RequestError::ResourcesDenied { .. } => {
+                (PermissionDenied, Debug, "permission_denied")
+            }
+            RequestError::UnknownPrompt { .. } => (NotFound, Debug, "unknown_prompt"),
+            RequestError::UnknownResource { .. } => (NotFound, Debug, "unknown_resource"),
             RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
             RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),
             RequestError::RateLimited { .. } => (ResourceExhausted, Debug, "rate_limited"),

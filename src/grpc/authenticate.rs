@@ -1,7 +1,7 @@
 //! The auth gate as a tower layer around a gRPC service: each request is admitted (async: a
 //! JWT may need the issuer's keys fetched) before the service sees it, its [`Caller`] recorded
 //! in the request's extensions; a refusal is answered with its gRPC status at once — except a
-//! refused `CallTool`, which goes on marked [`Refused`], for the handler to refuse after
+//! refused `CallTool` or `CallToolStream`, which goes on marked [`Refused`], for the handler to refuse after
 //! reading which tool it asked for (the audit log records refused calls with their tool).
 
 use std::{
@@ -22,6 +22,7 @@ use crate::{auth::Gate, domain::request_error::RequestError};
 
 /// The one method whose refusals reach the service (see the module's doc).
 const CALL_TOOL: &str = "/toolbroker.v1.ToolBroker/CallTool";
+const CALL_TOOL_STREAM: &str = "/toolbroker.v1.ToolBroker/CallToolStream";
 
 /// A request the gate refused; the handler must answer with this error and nothing else.
 #[derive(Clone)]
@@ -80,7 +81,7 @@ where
                     request.extensions_mut().insert(caller);
                     inner.call(request).await
                 }
-                Err(error) if request.uri().path() == CALL_TOOL => {
+                Err(error) if matches!(request.uri().path(), CALL_TOOL | CALL_TOOL_STREAM) => {
                     request.extensions_mut().insert(Refused(error));
                     inner.call(request).await
                 }

@@ -103,6 +103,16 @@ pub fn watch_event(event: &Event) -> proto::WatchEvent {
             proto::watch_event::Event::ToolsChanged(tools_changed(server, change))
         }
         Change::Server(view) => proto::watch_event::Event::ServerStatus(server_status(view, 0)),
+        Change::Resources(server) => {
+            proto::watch_event::Event::ResourcesChanged(proto::ResourcesChanged {
+                server: server.to_string(),
+            })
+        }
+        Change::Prompts(server) => {
+            proto::watch_event::Event::PromptsChanged(proto::PromptsChanged {
+                server: server.to_string(),
+            })
+        }
     };
     proto::WatchEvent {
         revision: event.revision,
@@ -242,7 +252,8 @@ pub fn call_response(
     })
 }
 
-fn content_kind(block: ContentBlock) -> Result<Kind, String> {
+/// One MCP content block as the proto's.
+pub fn content_kind(block: ContentBlock) -> Result<Kind, String> {
     Ok(match block {
         ContentBlock::Text(text) => Kind::Text(proto::TextContent { text: text.text }),
         ContentBlock::Image(image) => Kind::Image(proto::ImageContent {
@@ -292,7 +303,8 @@ fn resource(contents: ResourceContents) -> Result<proto::EmbeddedResource, Strin
     })
 }
 
-fn decode(base64: &str, what: &str) -> Result<Vec<u8>, String> {
+/// Base64 text as bytes; `what` names it in the error.
+pub fn decode(base64: &str, what: &str) -> Result<Vec<u8>, String> {
     STANDARD
         .decode(base64.trim())
         .map_err(|e| format!("the {what} data is not valid base64: {e}"))

@@ -2,11 +2,16 @@
 //! assembled router with health and reflection.
 
 mod authenticate;
+pub mod broker_service;
+mod call_audit;
 mod call_context;
+mod call_stream;
 pub mod convert;
+pub mod convert_offers;
 mod deadline;
 mod limit;
 pub mod observe;
+mod offers;
 pub mod server;
 pub mod service;
 pub mod status;

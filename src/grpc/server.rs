@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
-use super::{authenticate::Authenticated, observe, service::BrokerService, status::to_status};
+use super::{
+    authenticate::Authenticated, broker_service::BrokerService, observe, status::to_status,
+};
 use crate::{
     auth::Gate,
     domain::{config::Limits, request_error::RequestError},

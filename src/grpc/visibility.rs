@@ -56,6 +56,11 @@ impl Visibility {
         if !self.server(event.server().as_str()) {
             return None;
         }
+        if let Change::Resources(server) = &event.change
+            && !self.caller.may_read(server.as_str())
+        {
+            return None;
+        }
         let mut converted = convert::watch_event(event);
         if let (Change::Tools(..), Some(proto::watch_event::Event::ToolsChanged(change))) =
             (&event.change, converted.event.as_mut())

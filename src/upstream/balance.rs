@@ -9,7 +9,7 @@ use std::sync::{
 use rmcp::{RoleClient, service::Peer};
 use tokio::sync::Notify;
 
-use super::faults::Faults;
+use super::{faults::Faults, interactions::Interactions};
 
 /// The call side of one replica's session. Clones share its in-flight count.
 #[derive(Clone, Debug)]
@@ -20,17 +20,25 @@ pub struct Replica {
     pub(super) suspect: Arc<Notify>,
     /// What the transport tells calls about answers that did not come.
     pub(super) faults: Faults,
+    /// Where what the server sends during calls is routed.
+    pub(super) interactions: Arc<Interactions>,
     /// Calls sent on this session and not yet answered.
     in_flight: Arc<AtomicUsize>,
 }
 
 impl Replica {
     /// A replica with no calls in flight.
-    pub(super) fn new(peer: Peer<RoleClient>, suspect: Arc<Notify>, faults: Faults) -> Self {
+    pub(super) fn new(
+        peer: Peer<RoleClient>,
+        suspect: Arc<Notify>,
+        faults: Faults,
+        interactions: Arc<Interactions>,
+    ) -> Self {
         Self {
             peer,
             suspect,
             faults,
+            interactions,
             in_flight: Arc::default(),
         }
     }

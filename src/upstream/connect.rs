@@ -8,36 +8,63 @@ use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     service::RunningService,
     transport::{
-        StreamableHttpClientTransport, common::client_side_sse::ExponentialBackoff,
+        IntoTransport, StreamableHttpClientTransport, common::client_side_sse::ExponentialBackoff,
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use secrecy::SecretString;
-use tokio::sync::Notify;
 use url::Url;
 
 use super::{
     detect::{Detected, detect},
     explain::explain,
     faults::Faults,
-    handler::Handler,
+    handler::{Changes, Handler},
     http::{self, SharedHeaders},
+    interactions::Interactions,
     oauth::{Authorizer, Bearer},
+    offers_list::{self, Offers},
     process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     session::Session,
-    sse, tools_list,
+    sse,
+    tap::Tapped,
+    tools_list,
     traced_http::TracedClient,
 };
 use crate::domain::{
     caller::{CallerValues, MissingValue},
     config::{Endpoint, HttpMode, HttpSpec, Launch, ServerSpec, TransportSpec},
+    offer::Listing,
     outcome::{StartError, StartFailure},
     state::Transport,
-    tool::ToolSpec,
 };
 
-/// A session, and the tools its server offered at start-up (none when not asked to list).
-pub type Started = (Session, Vec<ToolSpec>);
+/// A session, and what its server offered at start-up (nothing for a caller's session).
+pub type Started = (Session, Listing);
+
+/// What a session is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Shared by callers (or a per-caller server's discovery session): it lists what the
+    /// server offers.
+    Shared,
+    /// One caller's own session: everything on it is that caller's; it lists nothing.
+    OneCaller,
+}
+
+/// The parts every session of a server is made with.
+fn parts(spec: &ServerSpec, purpose: Purpose) -> (Changes, Arc<Interactions>, Handler) {
+    let changes = Changes::default();
+    let interactions = Interactions::new(purpose == Purpose::OneCaller);
+    let roots: Arc<[String]> = spec.roots.clone().into();
+    let handler = Handler::new(
+        spec.name.clone(),
+        changes.clone(),
+        interactions.clone(),
+        roots,
+    );
+    (changes, interactions, handler)
+}
 
 /// A server's transport as one caller gets it: the process to start, or the headers to send.
 #[derive(Debug)]
@@ -69,62 +96,87 @@ impl Resolved {
     }
 }
 
-/// Starts the server (or connects to it) as `resolved` says, initializes a session and, when
-/// `list_tools`, lists its tools, all within the server's `init_timeout`. An HTTP server under
-/// OAuth gets its tokens from `bearer`. A failure stops whatever was started.
+/// Starts the server (or connects to it) as `resolved` says, initializes a session and, for a
+/// shared session, lists what it offers, all within the server's `init_timeout`. An HTTP
+/// server under OAuth gets its tokens from `bearer`. A failure stops whatever was started.
 pub async fn start(
     spec: &ServerSpec,
     resolved: &Resolved,
-    list_tools: bool,
+    purpose: Purpose,
     bearer: Option<Bearer>,
 ) -> Result<Started, StartError> {
     match (&spec.transport, resolved) {
         (TransportSpec::Http(http), Resolved::Http(endpoint)) => {
-            let started = start_http(spec, http, endpoint, list_tools, bearer);
+            let started = start_http(spec, http, endpoint, purpose, bearer);
             match tokio::time::timeout(spec.init_timeout, started).await {
                 Ok(started) => started.map_err(StartError::from),
                 Err(_) => Err(StartFailure::InitTimeout(spec.init_timeout).into()),
             }
         }
-        (_, Resolved::Stdio(launch)) => start_stdio(spec, launch, list_tools).await,
+        (_, Resolved::Stdio(launch)) => start_stdio(spec, launch, purpose).await,
         (TransportSpec::Stdio(_), Resolved::Http(_)) => {
             unreachable!("resolved from the same spec")
         }
     }
 }
 
-/// The first tools/list, when asked for.
+/// The first listing of a shared session: its tools (a failure fails the start), then its
+/// resources and prompts (a failure there is logged, and the server serves its tools).
 async fn first_listing(
+    spec: &ServerSpec,
     service: &RunningService<RoleClient, Handler>,
-    list_tools: bool,
-) -> Result<Vec<ToolSpec>, StartFailure> {
-    if !list_tools {
-        return Ok(Vec::new());
+    purpose: Purpose,
+) -> Result<Listing, StartFailure> {
+    if purpose == Purpose::OneCaller {
+        return Ok(Listing::default());
     }
-    tools_list::list_tools(service.peer())
+    let peer = service.peer();
+    let tools = tools_list::list_tools(peer)
         .await
-        .map_err(StartFailure::Listing)
+        .map_err(StartFailure::Listing)?;
+    let offers = Offers::of(peer);
+    let server = &spec.name;
+    let resources = offers_list::list_resources(peer, offers)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%server, %error, "listing resources failed; none are served");
+            Default::default()
+        });
+    let prompts = offers_list::list_prompts(peer, offers)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%server, %error, "listing prompts failed; none are served");
+            Vec::new()
+        });
+    Ok(Listing {
+        tools,
+        resources,
+        prompts,
+    })
 }
 
 async fn start_stdio(
     spec: &ServerSpec,
     launch: &Launch,
-    list_tools: bool,
+    purpose: Purpose,
 ) -> Result<Started, StartError> {
     let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)?;
-    let tools_changed = Arc::new(Notify::new());
-    let handler = Handler::new(spec.name.clone(), tools_changed.clone());
+    let (changes, interactions, handler) = parts(spec, purpose);
+    let transport = Tapped::new(
+        IntoTransport::<RoleClient, std::io::Error, _>::into_transport((pipes.stdout, pipes.stdin)),
+        interactions.clone(),
+    );
     let startup = async {
         let service = tokio::select! {
-            service = handler.serve((pipes.stdout, pipes.stdin)) => service
+            service = handler.serve(transport) => service
                 .map_err(|e| StartFailure::Initialize(explain(&e)))?,
             exit = child.wait() => return Err(StartFailure::ExitedDuringInitialize(exit)),
         };
-        let tools = first_listing(&service, list_tools).await?;
-        Ok((service, tools))
+        let listing = first_listing(spec, &service, purpose).await?;
+        Ok((service, listing))
     };
     match tokio::time::timeout(spec.init_timeout, startup).await {
-        Ok(Ok((service, tools))) => {
+        Ok(Ok((service, listing))) => {
             let faults = Faults {
                 stream: child.stdout_verdict(),
                 ..Faults::default()
@@ -132,12 +184,12 @@ async fn start_stdio(
             let session = Session::new(
                 service,
                 Some(child),
-                tools_changed,
+                (changes, interactions),
                 Transport::Stdio,
                 faults,
             )
             .with_launch_digest(launch_digest(launch));
-            Ok((session, tools))
+            Ok((session, listing))
         }
         Ok(Err(failure)) => Err(fail(child, failure).await),
         Err(_) => {
@@ -178,7 +230,7 @@ async fn start_http(
     spec: &ServerSpec,
     http: &HttpSpec,
     endpoint: &Endpoint,
-    list_tools: bool,
+    purpose: Purpose,
     bearer: Option<Bearer>,
 ) -> Result<Started, StartFailure> {
     let url = Url::parse(&http.url).map_err(|e| StartFailure::BadUrl(e.to_string()))?;
@@ -199,8 +251,7 @@ async fn start_http(
     };
     let client = http::client()?;
     let headers = http::headers(&endpoint.headers)?;
-    let tools_changed = Arc::new(Notify::new());
-    let handler = Handler::new(spec.name.clone(), tools_changed.clone());
+    let (changes, interactions, handler) = parts(spec, purpose);
     let server = spec.name.clone();
     let max = spec.max_result_bytes;
     let shared = SharedHeaders::new(headers);
@@ -222,9 +273,18 @@ async fn start_http(
             // A result over the limit ends its call, not the broker's memory.
             config.max_sse_event_size = max;
             config.max_json_response_size = max;
-            let client =
-                TracedClient::new(client, shared.clone(), faults.oversized.clone(), authorizer);
+            let client = TracedClient::new(
+                client,
+                shared.clone(),
+                faults.oversized.clone(),
+                authorizer,
+                interactions.clone(),
+            );
             let transport = StreamableHttpClientTransport::with_client(client, config);
+            let transport = Tapped::new(
+                IntoTransport::<RoleClient, _, _>::into_transport(transport),
+                interactions.clone(),
+            );
             let service = initialize(handler, transport).await.map_err(&why)?;
             (service, Transport::StreamableHttp, faults)
         }
@@ -233,17 +293,18 @@ async fn start_http(
                 stream: transport.verdict(),
                 ..faults
             };
+            let transport = Tapped::new(*transport, interactions.clone());
             (
-                initialize(handler, *transport).await?,
+                initialize(handler, transport).await?,
                 Transport::Sse,
                 faults,
             )
         }
     };
-    let tools = first_listing(&service, list_tools).await.map_err(&why)?;
-    let session =
-        Session::new(service, None, tools_changed, transport, faults).with_headers(shared);
-    Ok((session, tools))
+    let listing = first_listing(spec, &service, purpose).await.map_err(&why)?;
+    let session = Session::new(service, None, (changes, interactions), transport, faults)
+        .with_headers(shared);
+    Ok((session, listing))
 }
 
 /// A broken response stream is resumed once (after the server's `retry` hint, as SEP-1699 asks)

@@ -1,6 +1,6 @@
 //! [`Upstream`], the handle calls go through: one `tools/call` on a server's shared session,
-//! traced as an MCP client span, measured, given up after its timeout, and cancelled on the
-//! server when the caller goes away.
+//! traced as an MCP client span, measured, given up after its timeout (restarted by progress
+//! for a streaming call), and cancelled on the server when the caller goes away.
 
 use std::{
     sync::Arc,
@@ -26,7 +26,9 @@ use super::{
     slots::Slots,
 };
 use crate::{
+    conversation::Conversation,
     domain::{
+        call::Timing,
         caller::CallerValues,
         names::{ServerName, ToolName},
         outcome::{OAuthFailure, StreamFault},
@@ -46,6 +48,8 @@ pub struct Upstream {
     /// The ready replicas' sessions (never empty); each call goes to the least busy.
     pub(super) replicas: Arc<[Replica]>,
     pub(super) timeout: Duration,
+    /// The longest a streaming call may be kept alive by progress.
+    pub(super) max_timeout: Duration,
     /// What the client span says about the connection; replicas run the same program, so one
     /// replica's link describes them all.
     pub(super) link: Link,
@@ -64,22 +68,34 @@ impl Upstream {
         self.timeout
     }
 
+    /// The server's name.
+    pub fn server(&self) -> &ServerName {
+        &self.server
+    }
+
+    /// The server's configured `max_timeout`.
+    pub fn max_timeout(&self) -> Duration {
+        self.max_timeout
+    }
+
     /// How many per-caller sessions are open (none for a shared server).
     pub fn caller_sessions(&self) -> Option<usize> {
         self.pool.as_ref().map(|pool| pool.sessions())
     }
 
-    /// Calls `tool` and waits at most `timeout`. When the timeout passes or this future is
+    /// Calls `tool` and waits as `timing` allows. When the time is up or this future is
     /// dropped (the caller went away), the server is sent `notifications/cancelled`. The
     /// request carries the trace context of its client span (or the caller's, see
-    /// [`TraceHeaders::for_request`]).
+    /// [`TraceHeaders::for_request`]). A streaming call's `conversation` receives what the
+    /// server sends during the call.
     pub async fn call(
         &self,
         tool: &ToolName,
         arguments: Map<String, Value>,
-        timeout: Duration,
+        timing: Timing,
         trace: &TraceHeaders,
         caller: &dyn CallerValues,
+        conversation: Option<Conversation>,
     ) -> Result<CallToolResult, RequestError> {
         let span = self.client_span(tool);
         if telemetry::recording_arguments() {
@@ -92,45 +108,37 @@ impl Upstream {
         TraceHeaders::for_request(trace, &span).write_to(&mut meta);
         let params = CallToolRequestParams::new(tool.as_str().to_owned()).with_arguments(arguments);
         let started = Instant::now();
-        let result = async {
-            let _slot = self.slots.take(&self.server).await?;
-            // The replica is chosen once a slot is free, so queued calls count nowhere.
-            let (_lease, owned);
-            let replica = match &self.pool {
-                Some(pool) => {
-                    (_lease, owned) = pool.replica_for(caller).await?;
-                    least_busy(std::slice::from_ref(&owned))
+        let result = self
+            .on_replica(caller, async |replica: &Replica| {
+                let _in_flight = InFlight::new(&self.server);
+                let result = self
+                    .send(replica, params, meta, timing, conversation, &span)
+                    .await;
+                if matches!(
+                    &result,
+                    Err(RequestError::SessionLost { .. }
+                        | RequestError::ResultTooLarge {
+                            aftermath: Aftermath::SessionDropped,
+                            ..
+                        }
+                        | RequestError::Authorization {
+                            failure: OAuthFailure::Refused { .. }
+                                | OAuthFailure::Token { .. }
+                                | OAuthFailure::Discovery(_)
+                                | OAuthFailure::Key { .. }
+                                | OAuthFailure::Store { .. }
+                                | OAuthFailure::NotLoggedIn(_)
+                                | OAuthFailure::LoginExpired { .. },
+                            ..
+                        })
+                ) {
+                    // The supervisor checks the session is alive (an HTTP server pings).
+                    replica.suspect.notify_one();
                 }
-                None => least_busy(&self.replicas),
-            }
-            .expect("a ready server has a replica");
-            let _in_flight = InFlight::new(&self.server);
-            let result = self.send(&replica, params, meta, timeout, &span).await;
-            if matches!(
-                &result,
-                Err(RequestError::SessionLost { .. }
-                    | RequestError::ResultTooLarge {
-                        aftermath: Aftermath::SessionDropped,
-                        ..
-                    }
-                    | RequestError::Authorization {
-                        failure: OAuthFailure::Refused { .. }
-                            | OAuthFailure::Token { .. }
-                            | OAuthFailure::Discovery(_)
-                            | OAuthFailure::Key { .. }
-                            | OAuthFailure::Store { .. }
-                            | OAuthFailure::NotLoggedIn(_)
-                            | OAuthFailure::LoginExpired { .. },
-                        ..
-                    })
-            ) {
-                // The supervisor checks the session is alive (an HTTP server pings).
-                replica.suspect.notify_one();
-            }
-            result
-        }
-        .instrument(span.clone())
-        .await;
+                result
+            })
+            .instrument(span.clone())
+            .await;
         let error_type = match &result {
             Ok(result) if result.is_error == Some(true) => Some("tool_error"),
             Ok(_) => None,
@@ -138,6 +146,56 @@ impl Upstream {
         };
         self.record(&span, tool, &result, error_type, started.elapsed());
         result
+    }
+
+    /// Sends one request other than a tool call (`resources/read`, `prompts/get`) on the
+    /// session `caller`'s calls go to, taking a call slot, within `timeout`; the server is told
+    /// to cancel it if this future is dropped or the time runs out.
+    pub async fn request(
+        &self,
+        caller: &dyn CallerValues,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<ServerResult, RequestError> {
+        self.on_replica(caller, async |replica: &Replica| {
+            let handle = replica
+                .peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| self.classify(replica, None, e))?;
+            let id = handle.id.clone();
+            let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
+            let Ok(answer) = tokio::time::timeout(timeout, handle.await_response()).await else {
+                return Err(RequestError::Timeout {
+                    server: self.server.clone(),
+                    after: timeout,
+                });
+            };
+            guard.disarm();
+            answer.map_err(|e| self.classify(replica, Some(&id), e))
+        })
+        .await
+    }
+
+    /// Runs `send` on the session `caller`'s requests go to (the caller's own on a per-caller
+    /// server, else the least busy replica) once one of the server's call slots is free; the
+    /// replica is chosen only then, so queued calls count nowhere.
+    async fn on_replica<T>(
+        &self,
+        caller: &dyn CallerValues,
+        send: impl AsyncFnOnce(&Replica) -> Result<T, RequestError>,
+    ) -> Result<T, RequestError> {
+        let _slot = self.slots.take(&self.server).await?;
+        let (_lease, owned);
+        let replica = match &self.pool {
+            Some(pool) => {
+                (_lease, owned) = pool.replica_for(caller).await?;
+                least_busy(std::slice::from_ref(&owned))
+            }
+            None => least_busy(&self.replicas),
+        }
+        .expect("a ready server has a replica");
+        send(&replica).await
     }
 
     /// The MCP client span, named `{mcp.method.name} {target}` as the MCP semantic conventions
@@ -176,30 +234,38 @@ impl Upstream {
         replica: &Replica,
         params: CallToolRequestParams,
         meta: RequestMetaObject,
-        timeout: Duration,
+        timing: Timing,
+        conversation: Option<Conversation>,
         span: &Span,
     ) -> Result<CallToolResult, RequestError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // Given as the request's meta (not the params'), rmcp merges it with its own keys.
         let options = PeerRequestOptions::no_options().with_meta(meta);
+        let pulse = conversation.as_ref().map(|c| c.pulse_handle());
+        // Registered before the request goes out: the server may ask back at once.
+        let registration = replica.interactions.begin(conversation);
         let handle = replica
             .peer
             .send_request_with_option(request, options)
             .await
             .map_err(|e| self.classify(replica, None, e))?;
+        registration.sent(&handle.id, &handle.progress_token);
         span.record("jsonrpc.request.id", field::display(&handle.id));
         let id = handle.id.clone();
         let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
-        let answer = match tokio::time::timeout(timeout, handle.await_response()).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                return Err(RequestError::Timeout {
-                    server: self.server.clone(),
-                    after: timeout,
-                });
-            }
+        let response = handle.await_response();
+        let answer = match pulse {
+            None => tokio::time::timeout(timing.timeout, response).await.ok(),
+            Some(pulse) => pulse.within(timing, response).await,
+        };
+        let Some(answer) = answer else {
+            return Err(RequestError::Timeout {
+                server: self.server.clone(),
+                after: timing.timeout,
+            });
         };
         guard.disarm();
+        drop(registration);
         match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
             ServerResult::CallToolResult(result) => Ok(result),
             // Some servers answer a tool with no output with `{}`.

@@ -18,7 +18,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
     balance::Replica,
-    connect::{self, Resolved, launch_digest},
+    connect::{self, Purpose, Resolved, launch_digest},
     exchange::{Exchanger, bearer},
     http,
     oauth::{Bearer, ServerAuth},
@@ -213,7 +213,7 @@ impl Pool {
             open.retire.cancel();
         }
         let bearer = self.auth.as_ref().map(|auth| auth.bearer(caller));
-        let (session, _) = connect::start(&self.spec, resolved, false, bearer.clone())
+        let (session, _) = connect::start(&self.spec, resolved, Purpose::OneCaller, bearer.clone())
             .await
             .map_err(|e| match e.failure {
                 StartFailure::Authorization(failure) => RequestError::Authorization {

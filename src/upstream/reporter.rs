@@ -3,7 +3,11 @@
 
 use super::Upstream;
 use crate::domain::{
-    catalog::ServerPolicy, names::ServerName, state::ServerCondition, tool::ToolSpec,
+    catalog::ServerPolicy,
+    names::ServerName,
+    offer::{PromptSpec, Resources},
+    state::ServerCondition,
+    tool::ToolSpec,
 };
 
 /// Where the condition, tools and call handle of every server go.
@@ -18,6 +22,12 @@ pub trait Reporter: Send + Sync + 'static {
 
     /// The complete list of tools a server offers now.
     fn tools(&self, server: &ServerName, tools: Vec<ToolSpec>);
+
+    /// The complete resources and templates a server offers now.
+    fn resources(&self, server: &ServerName, resources: Resources);
+
+    /// The complete list of prompts a server offers now.
+    fn prompts(&self, server: &ServerName, prompts: Vec<PromptSpec>);
 
     /// The servers of a reloaded configuration, in its order, each with the condition it
     /// starts in; servers not in it are gone.

@@ -1,5 +1,5 @@
 //! One MCP session with one server, once started (see `connect`): watching for its end, pinging
-//! it, listing its tools again, and an orderly close.
+//! it, listing its tools, resources and prompts again, and an orderly close.
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,6 +9,8 @@ use rmcp::{
     service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken, ServiceError},
 };
 use tokio::{sync::Notify, task::JoinHandle};
+
+use super::{handler::Changes, interactions::Interactions, offers_list};
 
 use super::{
     balance::Replica,
@@ -23,6 +25,7 @@ use super::{
 };
 use crate::domain::{
     config::{ServerSpec, TransportSpec},
+    offer::{PromptSpec, Resources},
     outcome::{ListingFailure, PeerInfo, ProcessExit, SessionEnd, SessionLoss},
     state::Transport,
     tool::ToolSpec,
@@ -33,8 +36,10 @@ pub struct Session {
     peer: Peer<RoleClient>,
     service: Option<(RunningServiceCancellationToken, JoinHandle<ServiceEnd>)>,
     child: Option<ChildProcess>,
-    /// Signalled on `notifications/tools/list_changed`.
-    pub tools_changed: Arc<Notify>,
+    /// Signalled on the server's list-changed notifications.
+    pub changes: Changes,
+    /// Where what the server sends during calls is routed.
+    interactions: Arc<Interactions>,
     /// Signalled when a call lost its connection: the supervisor checks the session is alive.
     pub suspect: Arc<Notify>,
     /// Who the server said it is.
@@ -57,7 +62,7 @@ impl Session {
     pub(super) fn new(
         service: RunningService<RoleClient, Handler>,
         child: Option<ChildProcess>,
-        tools_changed: Arc<Notify>,
+        (changes, interactions): (Changes, Arc<Interactions>),
         transport: Transport,
         faults: Faults,
     ) -> Self {
@@ -68,7 +73,8 @@ impl Session {
             peer,
             service: Some((cancel, tokio::spawn(service.waiting()))),
             child,
-            tools_changed,
+            changes,
+            interactions,
             suspect: Arc::new(Notify::new()),
             peer_info,
             transport,
@@ -92,7 +98,12 @@ impl Session {
 
     /// The call side of this session, for the server's [`Upstream`](super::Upstream).
     pub fn replica(&self) -> Replica {
-        Replica::new(self.peer.clone(), self.suspect.clone(), self.faults.clone())
+        Replica::new(
+            self.peer.clone(),
+            self.suspect.clone(),
+            self.faults.clone(),
+            self.interactions.clone(),
+        )
     }
 
     /// What client spans say about this session's connection.
@@ -129,6 +140,16 @@ impl Session {
     /// Lists the tools again (after `tools/list_changed`).
     pub async fn list_tools(&self) -> Result<Vec<ToolSpec>, ListingFailure> {
         tools_list::list_tools(&self.peer).await
+    }
+
+    /// Lists the resources and templates again (after `resources/list_changed`).
+    pub async fn list_resources(&self) -> Result<Resources, ListingFailure> {
+        offers_list::list_resources(&self.peer, offers_list::Offers::of(&self.peer)).await
+    }
+
+    /// Lists the prompts again (after `prompts/list_changed`).
+    pub async fn list_prompts(&self) -> Result<Vec<PromptSpec>, ListingFailure> {
+        offers_list::list_prompts(&self.peer, offers_list::Offers::of(&self.peer)).await
     }
 
     /// Waits until the session ends by itself (the process exits, a pipe or stream closes) and

@@ -1,46 +1,33 @@
 //! Listing a server's tools: every page of `tools/list`, turned into the catalog's specs.
 
-use std::collections::HashSet;
-
 use rmcp::{
     RoleClient,
-    model::{ClientRequest, ListToolsRequest, PaginatedRequestParams, ServerResult, Tool},
+    model::{ClientRequest, ListToolsRequest, ServerResult, Tool},
     service::Peer,
 };
 
+use super::pages::all_pages;
 use crate::domain::{
     names::ToolName,
     outcome::ListingFailure,
     tool::{Annotations, ToolSpec},
 };
 
-/// More pages than any real server sends; a server past it is looping.
-const MAX_PAGES: usize = 10_000;
-
 /// Every tool the server offers, following `nextCursor` to the last page. Bypasses rmcp's
 /// response cache: after `tools/list_changed` the fresh list is what matters.
 pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ToolSpec>, ListingFailure> {
-    let mut specs = Vec::new();
-    let mut seen = HashSet::new();
-    let mut cursor = None;
-    for _ in 0..MAX_PAGES {
-        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+    all_pages(|params| async move {
         let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
-        let page = match peer.send_request(request).await {
-            Ok(ServerResult::ListToolsResult(page)) => page,
-            Ok(_) => return Err(ListingFailure::NotAList),
-            Err(e) => return Err(ListingFailure::Failed(e.to_string())),
-        };
-        specs.extend(page.tools.into_iter().map(tool_spec));
-        match page.next_cursor {
-            None => return Ok(specs),
-            Some(next) if !seen.insert(next.clone()) => {
-                return Err(ListingFailure::RepeatedCursor(next));
-            }
-            Some(next) => cursor = Some(next),
+        match peer.send_request(request).await {
+            Ok(ServerResult::ListToolsResult(page)) => Ok((
+                page.tools.into_iter().map(tool_spec).collect(),
+                page.next_cursor,
+            )),
+            Ok(_) => Err(ListingFailure::NotAList),
+            Err(e) => Err(ListingFailure::Failed(e.to_string())),
         }
-    }
-    Err(ListingFailure::TooManyPages(MAX_PAGES))
+    })
+    .await
 }
 
 /// The catalog's view of one MCP tool declaration.

@@ -4,6 +4,8 @@
 //! is recorded as such on the session's fault channel and ends its call at once with an error
 //! answer, where rmcp would only say the stream closed. A server under OAuth gets each request
 //! with a token from the session's [`Authorizer`] (renewed or stepped up when refused).
+//! A request the server sends on a call's answer stream (elicitation, sampling) is recorded as
+//! that call's, so that it reaches the call's caller and no other.
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
@@ -19,7 +21,10 @@ use rmcp::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::{faults::Oversized, http::SharedHeaders, oauth::Authorizer, sse::trace_of};
+use super::{
+    faults::Oversized, http::SharedHeaders, interactions::Interactions, oauth::Authorizer,
+    sse::trace_of,
+};
 use crate::foreign_errors;
 
 /// reqwest, plus the session's headers and trace headers on every request, and answers over
@@ -31,22 +36,35 @@ pub struct TracedClient {
     oversized: Oversized,
     /// Tokens for a server under OAuth.
     authorizer: Option<Authorizer>,
+    /// Where server requests on a call's answer stream are tied to the call.
+    interactions: Arc<Interactions>,
 }
 
 impl TracedClient {
     /// A client sending `headers` (read for each request) whose over-large answers are
-    /// recorded in `oversized`, and a token from `authorizer` if the server is under OAuth.
+    /// recorded in `oversized`, a token from `authorizer` if the server is under OAuth, and the
+    /// server's requests on answer streams tied to their calls in `interactions`.
     pub fn new(
         client: reqwest::Client,
         headers: SharedHeaders,
         oversized: Oversized,
         authorizer: Option<Authorizer>,
+        interactions: Arc<Interactions>,
     ) -> Self {
         Self {
             client,
             headers,
             oversized,
             authorizer,
+            interactions,
+        }
+    }
+
+    /// What an answer stream is watched for.
+    fn watch(&self) -> Watch {
+        Watch {
+            oversized: self.oversized.clone(),
+            interactions: self.interactions.clone(),
         }
     }
 
@@ -99,19 +117,53 @@ fn with_trace(
     headers
 }
 
+/// What a request's answer stream is watched for.
+struct Watch {
+    oversized: Oversized,
+    interactions: Arc<Interactions>,
+}
+
+/// The two fields that tell a server's request from an answer or a notification.
+#[derive(serde::Deserialize)]
+struct Peek {
+    id: Option<RequestId>,
+    method: Option<String>,
+}
+
 /// Turns an answer stream's "event too large" error into an error answer to `id`, recorded in
 /// `oversized` so that the call reports the size: rmcp ends the stream there either way, and
-/// the call learns why at once instead of waiting for its timeout.
-fn explain_too_large(
+/// the call learns why at once instead of waiting for its timeout. While interactive calls are
+/// in flight, the server's elicitation and sampling requests on the stream are tied to `id`.
+fn watched(
     response: Result<StreamableHttpPostResponse>,
     id: Option<RequestId>,
-    oversized: Oversized,
+    watch: Watch,
 ) -> Result<StreamableHttpPostResponse> {
     let (stream, session, id) = match (response, id) {
         (Ok(StreamableHttpPostResponse::Sse(stream, session)), Some(id)) => (stream, session, id),
         (response, _) => return response,
     };
+    let Watch {
+        oversized,
+        interactions,
+    } = watch;
     let stream = stream.map(move |item| match item {
+        Ok(event) => {
+            if interactions.any_interactive()
+                && let Some(data) = &event.data
+                && let Ok(Peek {
+                    id: Some(request),
+                    method: Some(method),
+                }) = serde_json::from_str::<Peek>(data)
+                && matches!(
+                    method.as_str(),
+                    "elicitation/create" | "sampling/createMessage"
+                )
+            {
+                interactions.relate(request, id.clone());
+            }
+            Ok(event)
+        }
         Err(error) if foreign_errors::is_sse_event_too_large(&error) => {
             oversized.insert(id.clone());
             let answer = ServerJsonRpcMessage::error(
@@ -140,11 +192,11 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 }
 
 /// One of the wrapped client's POSTs of `message`, sent with the message's trace context as
-/// headers and with an answer stream cut for size explained (see [`explain_too_large`]).
+/// headers and with its answer stream watched (see [`watched`]).
 fn traced_post<'a, Fut>(
     message: ClientJsonRpcMessage,
     custom_headers: HashMap<HeaderName, HeaderValue>,
-    oversized: Oversized,
+    watch: Watch,
     post: impl FnOnce(ClientJsonRpcMessage, HashMap<HeaderName, HeaderValue>) -> Fut,
 ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a
 where
@@ -153,7 +205,7 @@ where
     let headers = with_trace(custom_headers, &message);
     let id = request_id(&message);
     let response = post(message, headers);
-    async move { explain_too_large(response.await, id, oversized) }
+    async move { watched(response.await, id, watch) }
 }
 
 impl StreamableHttpClient for TracedClient {
@@ -170,7 +222,7 @@ impl StreamableHttpClient for TracedClient {
         traced_post(
             message,
             self.with_session_headers(custom_headers),
-            self.oversized.clone(),
+            self.watch(),
             move |message, headers| {
                 self.authorized(
                     (uri, message, session_id, headers),
@@ -196,7 +248,7 @@ impl StreamableHttpClient for TracedClient {
         traced_post(
             message,
             self.with_session_headers(custom_headers),
-            self.oversized.clone(),
+            self.watch(),
             move |message, headers| {
                 self.authorized(
                     (uri, message, session_id, headers),
@@ -228,7 +280,7 @@ impl StreamableHttpClient for TracedClient {
         traced_post(
             message,
             self.with_session_headers(custom_headers),
-            self.oversized.clone(),
+            self.watch(),
             move |message, headers| {
                 self.authorized(
                     (uri, message, session_id, headers),

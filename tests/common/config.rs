@@ -76,6 +76,14 @@ pub fn everything(name: &str) -> Server {
     command(name, "node", &[&js, "stdio"])
 }
 
+/// `tests/python/interactive_mcp_server.py` over stdio (progress, elicitation, sampling,
+/// resources, prompts, roots; see its docstring).
+pub fn interactive(name: &str) -> Server {
+    let python = super::python::python().display().to_string();
+    let script = super::repo().join("tests/python/interactive_mcp_server.py");
+    command(name, &python, &[&script.display().to_string()])
+}
+
 /// server-memory over stdio (its knowledge graph in the file `MEMORY_FILE_PATH` names).
 pub fn memory(name: &str) -> Server {
     let js = super::memory_js().display().to_string();

@@ -13,6 +13,7 @@ mod logs;
 pub mod oauth_server;
 pub mod python;
 pub mod servers;
+pub mod stream;
 pub mod token_endpoint;
 mod watch;
 
@@ -26,7 +27,9 @@ use toolbroker::proto;
 pub use {
     broker::{Broker, Builder},
     calls::{as_caller, call_request},
-    config::{Config, Server, command, demo, demo_after, everything, memory, url_server},
+    config::{
+        Config, Server, command, demo, demo_after, everything, interactive, memory, url_server,
+    },
     logs::stderr_says,
     watch::Watch,
 };

@@ -65,48 +65,18 @@ impl OAuthMcpServer {
     /// Starts one naming `issuer` as its authorization server and checking tokens at
     /// `introspect`.
     pub async fn start(issuer: &str, introspect: &str, required_scopes: &[&str]) -> Self {
-        let script = repo().join("tests/python/oauth_mcp_server.py");
-        let mut command = Command::new(python());
-        command.arg(script).args([
+        let mut args = vec![
             "--port",
             "0",
             "--issuer",
             issuer,
             "--introspect",
             introspect,
-        ]);
+        ];
         for scope in required_scopes {
-            command.args(["--required-scope", scope]);
+            args.extend(["--required-scope", scope]);
         }
-        let mut child = command
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the Python MCP server");
-        let (tx, mut output) = watch::channel(Vec::new());
-        let tx = Arc::new(tx);
-        tokio::spawn(collect(child.stdout.take().expect("piped"), tx.clone()));
-        tokio::spawn(collect(child.stderr.take().expect("piped"), tx));
-        let listening = |l: &str| l.starts_with("{\"listening\"");
-        let waited = tokio::time::timeout(
-            STARTUP,
-            output.wait_for(|all| all.iter().any(|l| listening(l))),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("the Python MCP server did not start within {STARTUP:?}"))
-        .map(|lines| lines.iter().find(|l| listening(l)).cloned().unwrap());
-        let Ok(line) = waited else {
-            let status = child.wait().await;
-            panic!(
-                "the Python MCP server exited ({status:?}): {}",
-                output.borrow().join("\n")
-            );
-        };
-        let json: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-        let url = json["url"].as_str().expect("url").to_owned();
+        let (child, output, url) = launch("tests/python/oauth_mcp_server.py", &args).await;
         Self { child, output, url }
     }
 
@@ -143,5 +113,59 @@ async fn collect(pipe: impl tokio::io::AsyncRead + Unpin, tx: Arc<watch::Sender<
     let mut lines = BufReader::new(pipe).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         tx.send_modify(|all| all.push(line));
+    }
+}
+
+/// Starts a Python MCP server script of the repository that prints `{"listening": true, "url":
+/// ...}` once it serves: the process, its output so far, and its URL.
+async fn launch(script: &str, args: &[&str]) -> (Child, watch::Receiver<Vec<String>>, String) {
+    let mut child = Command::new(python())
+        .arg(repo().join(script))
+        .args(args)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the Python MCP server");
+    let (tx, mut output) = watch::channel(Vec::new());
+    let tx = Arc::new(tx);
+    tokio::spawn(collect(child.stdout.take().expect("piped"), tx.clone()));
+    tokio::spawn(collect(child.stderr.take().expect("piped"), tx));
+    let listening = |l: &str| l.starts_with("{\"listening\"");
+    let waited = tokio::time::timeout(
+        STARTUP,
+        output.wait_for(|all| all.iter().any(|l| listening(l))),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the Python MCP server did not start within {STARTUP:?}"))
+    .map(|lines| lines.iter().find(|l| listening(l)).cloned().unwrap());
+    let Ok(line) = waited else {
+        let status = child.wait().await;
+        panic!(
+            "the Python MCP server exited ({status:?}): {}",
+            output.borrow().join("\n")
+        );
+    };
+    let json: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    let url = json["url"].as_str().expect("url").to_owned();
+    (child, output, url)
+}
+
+/// `tests/python/interactive_mcp_server.py` over streamable HTTP at `url` (progress,
+/// elicitation, sampling, resources, prompts; see its docstring). Killed on drop.
+pub struct InteractiveHttpServer {
+    _child: Child,
+    /// Its MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl InteractiveHttpServer {
+    /// Starts one on a free port.
+    pub async fn start() -> Self {
+        let (child, _, url) =
+            launch("tests/python/interactive_mcp_server.py", &["--http", "0"]).await;
+        Self { _child: child, url }
     }
 }

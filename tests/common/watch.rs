@@ -87,6 +87,18 @@ impl Watch {
         }
     }
 
+    /// The next event that `matches`, skipping the others, within [`WAIT`].
+    pub async fn next_matching(&mut self, matches: impl Fn(&Event) -> bool) -> Event {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(event) = self.next_before(deadline).await.event
+                && matches(&event)
+            {
+                return event;
+            }
+        }
+    }
+
     /// The next server status, skipping tool events; a snapshot gives each of its servers'
     /// statuses in turn. Within [`WAIT`].
     pub async fn next_status(&mut self) -> ServerStatus {

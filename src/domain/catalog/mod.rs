@@ -1,4 +1,5 @@
-//! The catalog: every server's condition and tools, the exposed tool set and its revision.
+//! The catalog: every server's condition, tools, resources and prompts, the exposed tool and
+//! prompt sets and its revision.
 //! Pure: updates come in as values, and what changed comes out as events with revisions.
 //!
 //! Only READY servers contribute tools. Servers are kept in configuration order, which is
@@ -8,10 +9,12 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 mod exposure;
+mod offers;
 
 use self::exposure::{compose_message, diff, expose};
 use super::{
     names::{ExposedName, ServerName},
+    offer::{ExposedPrompt, PromptSpec, Resources},
     state::{ServerCondition, ServerState},
     tool::{ExposedTool, ToolSpec},
 };
@@ -50,6 +53,10 @@ pub enum Update {
     Condition(ServerName, ServerCondition),
     /// A server's complete tool list as it offers it now.
     Tools(ServerName, Vec<ToolSpec>),
+    /// A server's complete resources and templates as it offers them now.
+    Resources(ServerName, Resources),
+    /// A server's complete prompts as it offers them now.
+    Prompts(ServerName, Vec<PromptSpec>),
 }
 
 /// One server's tool changes.
@@ -70,6 +77,10 @@ pub enum Change {
     Tools(ServerName, ToolsChange),
     /// A server's view changed.
     Server(ServerView),
+    /// The resources or templates callers see of a server changed.
+    Resources(ServerName),
+    /// The prompts callers see of a server changed.
+    Prompts(ServerName),
 }
 
 /// A change with the revision the catalog reached by it.
@@ -87,6 +98,7 @@ impl Event {
         match &self.change {
             Change::Tools(server, _) => server,
             Change::Server(view) => &view.name,
+            Change::Resources(server) | Change::Prompts(server) => server,
         }
     }
 }
@@ -107,6 +119,12 @@ struct Entry {
     offered: Vec<Arc<ToolSpec>>,
     view: ServerView,
     warnings: Vec<String>,
+    /// Its resources and templates, as last listed.
+    resources: Arc<Resources>,
+    /// Its resources as callers were last told of them (none while it is not READY).
+    shown_resources: Arc<Resources>,
+    /// Its prompts, as last listed.
+    prompts: Vec<Arc<PromptSpec>>,
     /// Added by a reconfiguration and not yet announced with a status event.
     fresh: bool,
 }
@@ -124,6 +142,9 @@ impl Entry {
             condition,
             offered: Vec::new(),
             warnings: Vec::new(),
+            resources: Arc::default(),
+            shown_resources: Arc::default(),
+            prompts: Vec::new(),
             fresh: false,
         }
     }
@@ -135,6 +156,8 @@ pub struct Catalog {
     revision: u64,
     servers: Vec<Entry>,
     tools: Arc<BTreeMap<ExposedName, Arc<ExposedTool>>>,
+    /// The exposed prompts of READY servers, by exposed name.
+    prompts: Arc<BTreeMap<String, Arc<ExposedPrompt>>>,
 }
 
 impl Catalog {
@@ -148,6 +171,7 @@ impl Catalog {
             revision: 0,
             servers,
             tools: Arc::default(),
+            prompts: Arc::default(),
         }
     }
 
@@ -183,6 +207,24 @@ impl Catalog {
             .map(|entry| &entry.view)
     }
 
+    /// The exposed prompts of READY servers, sorted by exposed name.
+    pub fn prompts(&self) -> &BTreeMap<String, Arc<ExposedPrompt>> {
+        &self.prompts
+    }
+
+    /// Looks up an exposed prompt.
+    pub fn prompt(&self, name: &str) -> Option<&Arc<ExposedPrompt>> {
+        self.prompts.get(name)
+    }
+
+    /// The resources and templates of each READY server, in configuration order.
+    pub fn resources(&self) -> impl Iterator<Item = (&ServerName, &Resources)> {
+        self.servers
+            .iter()
+            .filter(|entry| entry.condition.state == ServerState::Ready)
+            .map(|entry| (&entry.policy.name, &*entry.resources))
+    }
+
     /// Every server, in configuration order.
     pub fn servers(&self) -> impl Iterator<Item = &ServerView> {
         self.servers.iter().map(|entry| &entry.view)
@@ -195,13 +237,20 @@ impl Catalog {
 
     /// Applies a fact and returns what changed. Updates for unknown servers change nothing.
     pub fn apply(&mut self, update: Update) -> Outcome {
-        let (Update::Condition(name, _) | Update::Tools(name, _)) = &update;
+        let (Update::Condition(name, _)
+        | Update::Tools(name, _)
+        | Update::Resources(name, _)
+        | Update::Prompts(name, _)) = &update;
         let Some(entry) = self.servers.iter_mut().find(|e| &e.policy.name == name) else {
             return Outcome::default();
         };
         match update {
             Update::Condition(_, condition) => entry.condition = condition,
             Update::Tools(_, tools) => entry.offered = tools.into_iter().map(Arc::new).collect(),
+            Update::Resources(_, resources) => entry.resources = Arc::new(resources),
+            Update::Prompts(_, prompts) => {
+                entry.prompts = prompts.into_iter().map(Arc::new).collect();
+            }
         }
         self.rebuild()
     }
@@ -257,6 +306,16 @@ impl Catalog {
             outcome.events.push(self.event(Change::Server(gone)));
         }
         self.tools = Arc::new(exposure.tools);
+        let prompts = offers::expose_prompts(&self.servers);
+        for server in offers::prompt_changes(&names, &self.prompts, &prompts) {
+            outcome.events.push(self.event(Change::Prompts(server)));
+        }
+        self.prompts = Arc::new(prompts);
+        for index in 0..self.servers.len() {
+            if let Some(server) = offers::show_resources(&mut self.servers[index]) {
+                outcome.events.push(self.event(Change::Resources(server)));
+            }
+        }
         for (index, notes) in exposure.notes.into_iter().enumerate() {
             let entry = &mut self.servers[index];
             for warning in &notes.warnings {

@@ -255,7 +255,7 @@ fn reconfiguring_adds_announces_removes_and_reorders_servers() {
         .iter()
         .filter_map(|e| match &e.change {
             Change::Server(view) => Some(view.name.as_str()),
-            Change::Tools(..) => None,
+            _ => None,
         })
         .collect();
     assert!(

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// `max_timeout` when absent: this many times `timeout`.
+const MAX_TIMEOUT_FACTOR: u32 = 10;
+
 use super::{
     Backoff, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, path,
     validate::{Checker, kind},
@@ -34,6 +37,27 @@ impl Checker<'_, '_> {
             self.error(&max_at, reason);
         }
         Backoff { initial, max }
+    }
+
+    /// The longest a call may last while progress keeps restarting its `timeout`: at least
+    /// `timeout`; absent, ten times it.
+    pub(super) fn max_timeout(
+        &mut self,
+        raw: Option<Value>,
+        timeout: Duration,
+        at: &str,
+    ) -> Duration {
+        let at = path::field(at, "max_timeout");
+        let max = self.duration(raw, timeout.saturating_mul(MAX_TIMEOUT_FACTOR), &at);
+        if max < timeout {
+            let reason = format!(
+                "{} is shorter than timeout ({})",
+                humantime::format_duration(max),
+                humantime::format_duration(timeout)
+            );
+            self.error(&at, reason);
+        }
+        max
     }
 
     /// A duration that may be absent (`None`); present, it is checked like [`Self::duration`].

@@ -14,6 +14,7 @@ mod jwt;
 mod oauth;
 mod rates;
 mod raw;
+mod roots;
 mod security;
 mod transport;
 mod transport_spec;
@@ -150,6 +151,10 @@ pub struct ServerSpec {
     pub prefix: String,
     /// The longest a tool call may take.
     pub timeout: Duration,
+    /// The longest a call may last when progress notifications keep restarting its `timeout`.
+    pub max_timeout: Duration,
+    /// The roots the broker tells the server about (`roots/list`): `file://` URIs.
+    pub roots: Vec<String>,
     /// The longest connecting, initializing and the first tools/list may take.
     pub init_timeout: Duration,
     /// Restart delays after failures.

@@ -51,6 +51,7 @@ pub(super) struct RawServer {
     pub prefix: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub timeout: Option<Value>,
+    pub max_timeout: Option<Value>,
     pub init_timeout: Option<Value>,
     pub backoff_initial: Option<Value>,
     pub backoff_max: Option<Value>,
@@ -70,6 +71,8 @@ pub(super) struct RawServer {
     /// Kept raw so that a bad rate is a semantic error with a helpful message.
     pub rate: Option<Value>,
     pub caller_rate: Option<Value>,
+    /// Answered to the server's `roots/list`.
+    pub roots: Option<Vec<String>>,
 }
 
 /// The two ways of writing a server entry.

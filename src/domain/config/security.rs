@@ -40,6 +40,10 @@ pub struct TokenSpec {
     pub source: TokenSource,
     /// Exposed tool names (`*` and `?` wildcards) this token may see and call; empty = all.
     pub tools: Vec<String>,
+    /// Exposed prompt names a token restricted by `tools` may see and get; empty = none.
+    pub prompts: Vec<String>,
+    /// Servers whose resources a token restricted by `tools` may list and read; empty = none.
+    pub resources: Vec<String>,
 }
 
 /// Where a token's value comes from.
@@ -61,7 +65,11 @@ impl PartialEq for TokenSpec {
             (TokenSource::File(a), TokenSource::File(b)) => a == b,
             _ => false,
         };
-        same_source && self.name == other.name && self.tools == other.tools
+        same_source
+            && self.name == other.name
+            && self.tools == other.tools
+            && self.prompts == other.prompts
+            && self.resources == other.resources
     }
 }
 impl Eq for TokenSpec {}
@@ -114,6 +122,8 @@ struct RawToken {
     value_env: Option<String>,
     value_file: Option<String>,
     tools: Option<Vec<String>>,
+    prompts: Option<Vec<String>>,
+    resources: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +193,8 @@ impl Checker<'_, '_> {
             name,
             source,
             tools: raw.tools.unwrap_or_default(),
+            prompts: raw.prompts.unwrap_or_default(),
+            resources: raw.resources.unwrap_or_default(),
         })
     }
 

@@ -293,6 +293,8 @@ impl Checker<'_, '_> {
         let prefix = self.prefix(raw.prefix, at);
         let timeout_at = path::field(at, "timeout");
         let timeout = self.duration(raw.timeout, DEFAULT_TIMEOUT, &timeout_at);
+        let max_timeout = self.max_timeout(raw.max_timeout, timeout, at);
+        let roots = self.roots(raw.roots, at);
         let init_at = path::field(at, "init_timeout");
         let init_timeout = self.duration(raw.init_timeout, DEFAULT_INIT_TIMEOUT, &init_at);
         let backoff = self.backoff(raw.backoff_initial, raw.backoff_max, at);
@@ -302,6 +304,8 @@ impl Checker<'_, '_> {
             tools,
             prefix,
             timeout,
+            max_timeout,
+            roots,
             init_timeout,
             backoff,
             concurrency,

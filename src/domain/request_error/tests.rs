@@ -38,6 +38,40 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "unknown_tool",
         ),
         (
+            RequestError::PromptDenied {
+                caller: "reader".into(),
+                prompt: "p".into(),
+            },
+            PermissionDenied,
+            Debug,
+            "permission_denied",
+        ),
+        (
+            RequestError::ResourcesDenied {
+                caller: "reader".into(),
+                server: "fs".into(),
+            },
+            PermissionDenied,
+            Debug,
+            "permission_denied",
+        ),
+        (
+            RequestError::UnknownPrompt { name: "x".into() },
+            NotFound,
+            Debug,
+            "unknown_prompt",
+        ),
+        (
+            RequestError::UnknownResource {
+                server: server(),
+                uri: "memo://x".into(),
+                message: "m".into(),
+            },
+            NotFound,
+            Debug,
+            "unknown_resource",
+        ),
+        (
             RequestError::UnknownServer { name: "x".into() },
             NotFound,
             Debug,

@@ -14,7 +14,7 @@ use url::Url;
 use super::failures::with_causes;
 use crate::{
     domain::{names::ServerName, outcome::OAuthFailure},
-    upstream::{self, detect, handler::Handler},
+    upstream::{self, detect, handler::Handler, interactions::Interactions},
 };
 
 /// What discovery found.
@@ -35,7 +35,13 @@ pub async fn challenge(
     headers: HeaderMap,
     server: &ServerName,
 ) -> Result<Option<String>, OAuthFailure> {
-    let info = Handler::new(server.clone(), Default::default()).get_info();
+    let info = Handler::new(
+        server.clone(),
+        Default::default(),
+        Interactions::new(false),
+        Default::default(),
+    )
+    .get_info();
     let response = detect::probe(client, url, headers.clone(), info)
         .await
         .map_err(|e| OAuthFailure::Discovery(format!("POST {url}: {}", with_causes(&e))))?;

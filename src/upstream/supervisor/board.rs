@@ -11,6 +11,7 @@ use crate::{
     domain::{
         config::ServerSpec,
         names::ServerName,
+        offer::{Listing, PromptSpec, Resources},
         outcome::Phase,
         replicas::combine,
         state::{ServerCondition, Transport},
@@ -32,6 +33,7 @@ pub(super) struct Board {
 /// The parts of the server's [`Upstream`] that do not depend on which replicas are ready.
 struct Template {
     timeout: std::time::Duration,
+    max_timeout: std::time::Duration,
     max_result_bytes: usize,
     /// Shared by all replicas and sessions: `max_concurrent_calls` is per server.
     slots: Arc<Slots>,
@@ -72,6 +74,7 @@ impl Board {
             reporter,
             template: Template {
                 timeout: spec.timeout,
+                max_timeout: spec.max_timeout,
                 max_result_bytes: spec.max_result_bytes,
                 slots: Arc::new(Slots::new(spec.concurrency)),
                 transport: initial.transport,
@@ -94,19 +97,21 @@ impl Board {
         self.publish(&mut replicas);
     }
 
-    /// Replica `index` is READY with a new session. Its tools become the server's if no other
-    /// replica was serving; otherwise the server's list stands (replicas run the same program).
+    /// Replica `index` is READY with a new session. Its lists become the server's if no other
+    /// replica was serving; otherwise the server's lists stand (replicas run the same program).
     pub(super) fn ready(
         &self,
         index: usize,
         condition: ServerCondition,
         replica: Replica,
         link: Link,
-        tools: Vec<ToolSpec>,
+        listing: Listing,
     ) {
         let mut replicas = self.lock();
         if replicas.each.iter().all(|entry| entry.serving.is_none()) {
-            self.reporter.tools(&self.name, tools);
+            self.reporter.tools(&self.name, listing.tools);
+            self.reporter.resources(&self.name, listing.resources);
+            self.reporter.prompts(&self.name, listing.prompts);
         }
         replicas.each[index] = Entry {
             condition,
@@ -120,6 +125,18 @@ impl Board {
         // Under the lock, so that a list and a status reach the broker in the order they came.
         let _order = self.lock();
         self.reporter.tools(&self.name, tools);
+    }
+
+    /// A replica listed the server's resources again (after `resources/list_changed`).
+    pub(super) fn resources(&self, resources: Resources) {
+        let _order = self.lock();
+        self.reporter.resources(&self.name, resources);
+    }
+
+    /// A replica listed the server's prompts again (after `prompts/list_changed`).
+    pub(super) fn prompts(&self, prompts: Vec<PromptSpec>) {
+        let _order = self.lock();
+        self.reporter.prompts(&self.name, prompts);
     }
 
     /// Every replica has stopped: the server is STOPPED.
@@ -149,6 +166,7 @@ impl Board {
             server: self.name.clone(),
             replicas: serving.iter().map(|(replica, _)| replica.clone()).collect(),
             timeout: self.template.timeout,
+            max_timeout: self.template.max_timeout,
             link: link.clone(),
             slots: self.template.slots.clone(),
             max_result_bytes: self.template.max_result_bytes,

@@ -12,12 +12,12 @@ use crate::{
     domain::{
         backoff,
         config::ServerSpec,
+        offer::Listing,
         outcome::{Phase, SessionLoss, Setback, StartError, StartFailure},
         state::Transport,
-        tool::ToolSpec,
     },
     upstream::{
-        connect::{self, Resolved},
+        connect::{self, Purpose, Resolved},
         exchange::{Exchanger, bearer},
         oauth::ServerAuth,
         session::Session,
@@ -63,9 +63,9 @@ impl ReplicaLoop<'_> {
                 started = self.start() => started,
             };
             let setback = match started {
-                Ok((session, tools)) => {
+                Ok((session, listing)) => {
                     let up = Instant::now();
-                    let Some(loss) = self.serve(session, tools).await else {
+                    let Some(loss) = self.serve(session, listing).await else {
                         return;
                     };
                     if up.elapsed() >= STABLE_AFTER {
@@ -106,7 +106,7 @@ impl ReplicaLoop<'_> {
             resolved.set_authorization(bearer(&token));
         }
         let bearer = self.auth.map(|auth| auth.bearer(&discovery));
-        connect::start(self.spec, &resolved, true, bearer).await
+        connect::start(self.spec, &resolved, Purpose::Shared, bearer).await
     }
 
     /// Shows why the replica is down and when it is tried again, then waits; false if told to
@@ -128,17 +128,18 @@ impl ReplicaLoop<'_> {
 
     /// Reports a READY session and follows it until it dies (`Some(why)`) or the replica is
     /// told to stop (`None`, after closing the session).
-    async fn serve(&self, mut session: Session, tools: Vec<ToolSpec>) -> Option<SessionLoss> {
+    async fn serve(&self, mut session: Session, listing: Listing) -> Option<SessionLoss> {
         let name = &self.spec.name;
         let replica = self.index + 1;
         let ready = Phase::Ready(session.peer_info.clone());
-        tracing::info!(server = %name, replica, tools = tools.len(),
+        tracing::info!(server = %name, replica, tools = listing.tools.len(),
+            resources = listing.resources.resources.len(), prompts = listing.prompts.len(),
             transport = %session.transport, "{ready}");
         let link = session.link(self.spec);
         let condition = ready.condition(session.transport, self.restarts, SystemTime::now());
         self.board
-            .ready(self.index, condition, session.replica(), link, tools);
-        let tools_changed = session.tools_changed.clone();
+            .ready(self.index, condition, session.replica(), link, listing);
+        let changes = session.changes.clone();
         let suspect = session.suspect.clone();
         let pings = session.transport != Transport::Stdio;
         loop {
@@ -152,7 +153,9 @@ impl ReplicaLoop<'_> {
                     return None;
                 }
                 loss = session.ended() => return Some(self.lost(session, loss).await),
-                _ = tools_changed.notified() => self.refresh(&session).await,
+                _ = changes.tools.notified() => self.refresh(&session).await,
+                _ = changes.resources.notified() => self.refresh_resources(&session).await,
+                _ = changes.prompts.notified() => self.refresh_prompts(&session).await,
                 _ = suspect.notified(), if pings => {
                     if let Some(loss) = self.ping(&session).await {
                         return Some(self.lost(session, loss).await);
@@ -192,6 +195,33 @@ impl ReplicaLoop<'_> {
             }
             Ok(Err(error)) => tracing::warn!(server = %name, %error, "re-listing tools failed"),
             Err(_) => tracing::warn!(server = %name, "re-listing tools timed out"),
+        }
+    }
+
+    /// Lists the resources again after `resources/list_changed`; on failure the old list stays.
+    async fn refresh_resources(&self, session: &Session) {
+        let name = &self.spec.name;
+        match tokio::time::timeout(self.spec.timeout, session.list_resources()).await {
+            Ok(Ok(resources)) => {
+                tracing::info!(server = %name, resources = resources.resources.len(),
+                    templates = resources.templates.len(), "resource list changed");
+                self.board.resources(resources);
+            }
+            Ok(Err(error)) => tracing::warn!(server = %name, %error, "re-listing resources failed"),
+            Err(_) => tracing::warn!(server = %name, "re-listing resources timed out"),
+        }
+    }
+
+    /// Lists the prompts again after `prompts/list_changed`; on failure the old list stays.
+    async fn refresh_prompts(&self, session: &Session) {
+        let name = &self.spec.name;
+        match tokio::time::timeout(self.spec.timeout, session.list_prompts()).await {
+            Ok(Ok(prompts)) => {
+                tracing::info!(server = %name, prompts = prompts.len(), "prompt list changed");
+                self.board.prompts(prompts);
+            }
+            Ok(Err(error)) => tracing::warn!(server = %name, %error, "re-listing prompts failed"),
+            Err(_) => tracing::warn!(server = %name, "re-listing prompts timed out"),
         }
     }
 

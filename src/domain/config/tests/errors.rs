@@ -656,3 +656,18 @@ fn errors_display_one_per_line() {
         "servers[2].timeout: duration must be greater than zero\ninvalid yaml: x"
     );
 }
+
+#[test]
+fn max_timeout_and_roots_are_checked() {
+    assert_errors(
+        "servers: [{name: a, command: x, timeout: 10s, max_timeout: 5s}]",
+        &[("servers[0] (a).max_timeout", "shorter than timeout (10s)")],
+    );
+    assert_errors(
+        "servers: [{name: a, command: x, roots: [\"http://x/y\", \"not a uri\"]}]",
+        &[
+            ("servers[0] (a).roots[0]", "a root is a file:// URI"),
+            ("servers[0] (a).roots[1]", "not a URI"),
+        ],
+    );
+}

@@ -78,6 +78,8 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
         tools: vec![],
         prefix: String::new(),
         timeout: DEFAULT_TIMEOUT,
+        max_timeout: DEFAULT_TIMEOUT * 10,
+        roots: vec![],
         init_timeout: DEFAULT_INIT_TIMEOUT,
         backoff: Backoff::default(),
         concurrency: Concurrency::default(),
@@ -110,6 +112,8 @@ servers:
     url: http://127.0.0.1:3001/mcp
     headers: { Authorization: "Bearer ${TOKEN}" }
     timeout: 10
+    max_timeout: 2m
+    roots: ["file:///srv/data"]
 mcpServers:
   memory: { command: npx, args: ["-y", "@modelcontextprotocol/server-memory"] }
   legacy: { type: sse, url: "https://example.test/sse" }
@@ -154,6 +158,7 @@ fn full_example_parses_to_concrete_values() {
         tools: vec!["echo".to_owned(), "add".to_owned()],
         prefix: "ev_".into(),
         timeout: Duration::from_secs(90),
+        max_timeout: Duration::from_secs(900),
         init_timeout: Duration::from_millis(500),
         ..spec("everything", stdio("", &[]))
     };
@@ -161,6 +166,8 @@ fn full_example_parses_to_concrete_values() {
 
     let remote = ServerSpec {
         timeout: Duration::from_secs(10),
+        max_timeout: Duration::from_secs(120),
+        roots: vec!["file:///srv/data".into()],
         ..spec(
             "remote",
             TransportSpec::Http(HttpSpec {

@@ -1,0 +1,174 @@
+//! The state behind the `ToolBroker` handlers ([`BrokerService`]) and what unary and streaming
+//! calls share: the checks and decoding of a call, the count of calls in flight, and how a
+//! refusal becomes a status.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tonic::{Extensions, Request, Status, metadata::MetadataMap};
+
+use super::{
+    authenticate::Refused, call_context::CallContext, convert, deadline, limit::ResponseLimit,
+    status::to_status, tool_cache::ToolCache, watch::Feed,
+};
+use crate::{
+    audit::AuditLog,
+    auth::Caller,
+    broker::Broker,
+    domain::{
+        call::RawArguments,
+        request_error::{Level, RequestError},
+    },
+    proto,
+    telemetry::context::TraceHeaders,
+};
+
+/// The gRPC face of the broker.
+pub struct BrokerService {
+    pub(super) broker: Broker,
+    /// Cancelled at shutdown: new calls are refused and Watch streams end.
+    pub(super) shutdown: CancellationToken,
+    pub(super) limit: ResponseLimit,
+    pub(super) tools: Arc<ToolCache>,
+    pub(super) calls_in_flight: watch::Sender<usize>,
+    pub(super) audit: Option<AuditLog>,
+}
+
+/// A call checked and decoded, ready for the broker.
+pub(super) struct PreparedCall {
+    pub name: String,
+    pub arguments: RawArguments,
+    pub timeout: Option<Duration>,
+    pub deadline: Option<Duration>,
+    pub trace: TraceHeaders,
+    pub context: CallContext,
+}
+
+/// Counts a call while it runs, so that shutdown can wait for the calls in flight.
+pub(super) struct CallInFlight<'a>(&'a watch::Sender<usize>);
+
+impl<'a> CallInFlight<'a> {
+    pub(super) fn start(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count)
+    }
+}
+
+impl Drop for CallInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+impl BrokerService {
+    /// A service over `broker`; `shutdown` refuses new calls and ends Watch streams; no
+    /// response may exceed `max_response_bytes`; every call is recorded in `audit`, if on.
+    pub fn new(
+        broker: Broker,
+        shutdown: CancellationToken,
+        max_response_bytes: usize,
+        audit: Option<AuditLog>,
+    ) -> Self {
+        Self {
+            broker,
+            shutdown,
+            limit: ResponseLimit(max_response_bytes),
+            tools: Arc::default(),
+            calls_in_flight: watch::channel(0).0,
+            audit,
+        }
+    }
+
+    /// Resolves once no CallTool is running (new ones are refused once shutdown began).
+    pub async fn idle(&self) {
+        let mut count = self.calls_in_flight.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    /// CallTool: decode, ask the broker, encode.
+    pub(super) async fn call(
+        &self,
+        request: Request<proto::CallToolRequest>,
+    ) -> Result<proto::CallToolResponse, RequestError> {
+        let _counted = CallInFlight::start(&self.calls_in_flight);
+        let (metadata, extensions, request) = request.into_parts();
+        let call = self.prepare(metadata, extensions, request)?;
+        let called = self
+            .broker
+            .call(
+                &call.name,
+                call.arguments,
+                call.timeout,
+                call.deadline,
+                &call.trace,
+                &call.context,
+                None,
+            )
+            .await?;
+        self.limit
+            .check(convert::call_response(&called.server, called.result)?)
+    }
+
+    /// Checks a call (shutdown, the gate's verdict, the caller's grants) and decodes it.
+    pub(super) fn prepare(
+        &self,
+        metadata: MetadataMap,
+        mut extensions: Extensions,
+        request: proto::CallToolRequest,
+    ) -> Result<PreparedCall, RequestError> {
+        if self.shutdown.is_cancelled() {
+            return Err(RequestError::ShuttingDown);
+        }
+        // Refused at the gate, let through to be audited with its tool's name.
+        if let Some(Refused(error)) = extensions.remove::<Refused>() {
+            return Err(error);
+        }
+        let caller = extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(Caller::anyone);
+        let deadline = deadline::from_metadata(&metadata);
+        let trace =
+            TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));
+        tracing::Span::current().record("tool", request.name.as_str());
+        if !caller.may_use(&request.name) {
+            return Err(RequestError::PermissionDenied {
+                caller: caller.key.id,
+                tool: request.name,
+            });
+        }
+        let arguments = RawArguments {
+            structured: request.arguments.map(convert::struct_to_json).transpose()?,
+            json: request.arguments_json,
+        };
+        let timeout = request.timeout.map(convert::duration).transpose()?;
+        Ok(PreparedCall {
+            name: request.name,
+            arguments,
+            timeout,
+            deadline,
+            trace,
+            context: CallContext { caller, metadata },
+        })
+    }
+
+    /// What Watch streams read from.
+    pub(super) fn feed(&self) -> Feed {
+        Feed {
+            broker: self.broker.clone(),
+            shutdown: self.shutdown.clone(),
+            tools: self.tools.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+/// The status a handler answers with, the error logged here, once, at its table's level.
+pub(super) fn refused(error: RequestError) -> Status {
+    match error.class().level {
+        Level::Debug => tracing::debug!(%error, "request refused"),
+        Level::Warn => tracing::warn!(%error, "request failed"),
+    }
+    to_status(&error)
+}

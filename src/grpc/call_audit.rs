@@ -1,0 +1,141 @@
+//! The audit line of a call (CallTool or CallToolStream): drafted before it runs, written with
+//! its outcome before the answer is sent, or as `CANCELLED` when the caller went away.
+
+use std::time::{Instant, SystemTime};
+
+use tonic::{Extensions, metadata::MetadataMap};
+
+use super::{authenticate::Refused, convert, status::to_status};
+use crate::{
+    audit::AuditLog,
+    auth::Caller,
+    broker::Broker,
+    domain::{
+        audit::{AuditEntry, audited_arguments, milliseconds, timestamp},
+        request_error::RequestError,
+    },
+    proto,
+};
+
+/// What an audit line knows before the call runs.
+pub struct Draft {
+    ts: SystemTime,
+    started: Instant,
+    caller: Option<String>,
+    tool: String,
+    trace_id: Option<String>,
+    arguments: Option<serde_json::Value>,
+}
+
+impl Draft {
+    /// What is known of `call` before it runs: its caller (none if refused at the gate), its
+    /// tool, its trace and, `with_arguments`, its arguments.
+    pub fn new(
+        call: &proto::CallToolRequest,
+        metadata: &MetadataMap,
+        extensions: &Extensions,
+        with_arguments: bool,
+    ) -> Self {
+        let caller = match (extensions.get::<Refused>(), extensions.get::<Caller>()) {
+            (Some(_), _) => None,
+            (None, Some(caller)) => Some(caller.key.id.clone()),
+            (None, None) => Some(Caller::anyone().key.id),
+        };
+        let arguments = with_arguments.then(|| {
+            let sent = match &call.arguments {
+                Some(structured) => convert::struct_to_json(structured.clone())
+                    .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
+                None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
+                None => serde_json::from_str(&call.arguments_json)
+                    .unwrap_or_else(|_| serde_json::Value::String(call.arguments_json.clone())),
+            };
+            audited_arguments(sent)
+        });
+        Self {
+            ts: SystemTime::now(),
+            started: Instant::now(),
+            caller,
+            tool: call.name.clone(),
+            trace_id: crate::telemetry::current_trace_id(metadata),
+            arguments,
+        }
+    }
+
+    fn finish(
+        self,
+        result: Option<&Result<proto::CallToolResponse, RequestError>>,
+        owner: impl FnOnce(&str) -> Option<String>,
+    ) -> AuditEntry {
+        let (code, is_error, server) = match result {
+            Some(Ok(response)) => ("OK", response.is_error, Some(response.server.clone())),
+            Some(Err(error)) => (code_name(error), false, owner(&self.tool)),
+            // The caller went away (cancelled, or its deadline passed) before the answer.
+            None => ("CANCELLED", false, owner(&self.tool)),
+        };
+        AuditEntry {
+            ts: timestamp(self.ts),
+            caller: self.caller,
+            tool: self.tool,
+            server,
+            code,
+            is_error,
+            duration_ms: milliseconds(self.started.elapsed()),
+            trace_id: self.trace_id,
+            arguments: self.arguments,
+        }
+    }
+}
+
+/// An audit line still to be written: by [`Pending::finish`], or when dropped unfinished (the
+/// caller went away and tonic dropped the call), as `CANCELLED`.
+pub struct Pending<'a> {
+    /// The line so far.
+    pub draft: Option<Draft>,
+    /// Where it goes.
+    pub audit: &'a AuditLog,
+    /// Who tells the tool's server.
+    pub broker: &'a Broker,
+}
+
+impl Pending<'_> {
+    /// Writes the line with the call's outcome.
+    pub fn finish(mut self, result: &Result<proto::CallToolResponse, RequestError>) {
+        if let Some(draft) = self.draft.take() {
+            self.audit
+                .record(draft.finish(Some(result), |tool| self.broker.owner(tool)));
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(draft) = self.draft.take() {
+            self.audit
+                .record(draft.finish(None, |tool| self.broker.owner(tool)));
+        }
+    }
+}
+
+/// The gRPC status name a refusal is answered with.
+fn code_name(error: &RequestError) -> &'static str {
+    use tonic::Code;
+    match to_status(error).code() {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}

@@ -1,0 +1,312 @@
+//! What a server sends during a call, routed to the caller whose call it is: progress, and the
+//! server's `elicitation/create` and `sampling/createMessage` requests. Routing is a security
+//! property: a request reaches a caller only when it can be tied to that caller's call —
+//! by the answer stream it came on (streamable HTTP), by the session's owner (a per-caller
+//! session), or because exactly one call, an interactive one, is in flight on the session.
+//! Anything else is declined at once, so nothing waits on a caller who will never answer.
+
+// Sampling is deprecated by MCP 2026-07-28 (SEP-2577) but is what servers use today.
+#![expect(
+    deprecated,
+    reason = "sampling is what servers before MCP 2026-07-28 use"
+)]
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ProgressNotificationParam, ProgressToken, RequestId,
+};
+use tokio::sync::{Notify, oneshot};
+
+use crate::conversation::{Conversation, Interaction};
+
+/// Progress notifications kept for a call whose request is being sent (the answer can race
+/// the registration of its id).
+const MAX_ORPHANS: usize = 64;
+/// How long a request tied to a call by its answer stream waits for the call to be registered.
+const REGISTRATION_WAIT: Duration = Duration::from_secs(1);
+
+/// One session's calls in flight and the routing of what its server sends during them.
+#[derive(Debug, Default)]
+pub struct Interactions {
+    /// The session belongs to one caller (a per-caller session): every call on it is theirs.
+    one_caller: bool,
+    /// Calls in flight on the session, interactive or not.
+    calls: AtomicUsize,
+    /// Interactive calls in flight, for the transports' fast path.
+    interactive: AtomicUsize,
+    state: Mutex<State>,
+    registered: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_slot: u64,
+    /// Interactive calls, oldest first.
+    calls: Vec<Entry>,
+    /// A server request (by its id) and the call whose answer stream it came on.
+    related: HashMap<RequestId, RequestId>,
+    /// Progress that came before its call's token was known.
+    orphans: VecDeque<ProgressNotificationParam>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    slot: u64,
+    /// The call's request id and progress token, once sent.
+    sent: Option<(RequestId, ProgressToken)>,
+    conversation: Conversation,
+}
+
+/// Where a server request goes.
+enum Route {
+    To(Conversation),
+    Nowhere(&'static str),
+}
+
+impl Interactions {
+    /// Routing for a session shared by callers (`one_caller` false) or owned by one.
+    pub fn new(one_caller: bool) -> Arc<Self> {
+        Arc::new(Self {
+            one_caller,
+            ..Self::default()
+        })
+    }
+
+    /// Whether an interactive call is in flight (transports look closer only then).
+    pub fn any_interactive(&self) -> bool {
+        self.interactive.load(Ordering::Relaxed) > 0
+    }
+
+    /// Counts a call in flight until the registration is dropped; an interactive call
+    /// (`conversation`) also receives what the server sends for it.
+    pub fn begin(self: &Arc<Self>, conversation: Option<Conversation>) -> Registration {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let slot = conversation.map(|conversation| {
+            self.interactive.fetch_add(1, Ordering::Relaxed);
+            let mut state = self.lock();
+            state.next_slot += 1;
+            let slot = state.next_slot;
+            state.calls.push(Entry {
+                slot,
+                sent: None,
+                conversation,
+            });
+            slot
+        });
+        Registration {
+            interactions: self.clone(),
+            slot,
+        }
+    }
+
+    /// A progress notification: to its interactive call, in order.
+    pub fn progress(&self, params: ProgressNotificationParam) {
+        if !self.any_interactive() {
+            return;
+        }
+        let mut state = self.lock();
+        let target = state.calls.iter().find(
+            |entry| matches!(&entry.sent, Some((_, token)) if *token == params.progress_token),
+        );
+        match target {
+            Some(entry) => entry.conversation.progress(params),
+            None if state.calls.iter().any(|entry| entry.sent.is_none()) => {
+                if state.orphans.len() == MAX_ORPHANS {
+                    state.orphans.pop_front();
+                }
+                state.orphans.push_back(params);
+            }
+            // A unary call's, or a finished call's.
+            None => {}
+        }
+    }
+
+    /// Records that the server request `request` came on the answer stream of our call `call`
+    /// (streamable HTTP).
+    pub fn relate(&self, request: RequestId, call: RequestId) {
+        self.lock().related.insert(request, call);
+    }
+
+    /// The server asks the user (`elicitation/create` with id `request`): the call's client
+    /// answers, or it is declined at once when no caller's call can be told.
+    pub async fn elicit(&self, request: &RequestId, params: ElicitRequestParams) -> ElicitResult {
+        let conversation = match self.route(request).await {
+            Route::To(conversation) => conversation,
+            Route::Nowhere(why) => {
+                tracing::debug!(%request, why, "an elicitation is declined");
+                return ElicitResult::new(ElicitationAction::Decline);
+            }
+        };
+        let (answer, answered) = oneshot::channel();
+        let _waiting = conversation.waiting();
+        if !conversation
+            .ask(Interaction::Elicit { params, answer })
+            .await
+        {
+            return ElicitResult::new(ElicitationAction::Decline);
+        }
+        // The call ended, or its client went away, before an answer.
+        answered
+            .await
+            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
+    }
+
+    /// The server asks the client's model (`sampling/createMessage` with id `request`): the
+    /// call's client answers, or the server gets an error at once.
+    pub async fn sample(
+        &self,
+        request: &RequestId,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, String> {
+        let conversation = match self.route(request).await {
+            Route::To(conversation) => conversation,
+            Route::Nowhere(why) => {
+                tracing::debug!(%request, why, "a sampling request is refused");
+                return Err(format!(
+                    "the broker cannot relay this sampling request: {why}"
+                ));
+            }
+        };
+        let (answer, answered) = oneshot::channel();
+        let _waiting = conversation.waiting();
+        if !conversation
+            .ask(Interaction::Sample { params, answer })
+            .await
+        {
+            return Err("the call's client went away".into());
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| Err("the call ended before its client answered".into()))
+    }
+
+    /// The interactive call a server request belongs to, if one can be told.
+    async fn route(&self, request: &RequestId) -> Route {
+        let related = self.lock().related.remove(request);
+        if let Some(call) = related {
+            return self.route_related(&call).await;
+        }
+        let state = self.lock();
+        let first_open = || {
+            state
+                .calls
+                .iter()
+                .map(|entry| &entry.conversation)
+                .find(|conversation| conversation.is_open())
+                .cloned()
+        };
+        if state.calls.is_empty() {
+            return Route::Nowhere("no streaming call is in flight on the session");
+        }
+        if self.one_caller {
+            // A per-caller session: every call on it is its caller's; the oldest still
+            // listening is asked.
+            return first_open().map_or(
+                Route::Nowhere("the call's client stopped sending"),
+                Route::To,
+            );
+        }
+        if self.calls.load(Ordering::Relaxed) != 1 {
+            return Route::Nowhere(
+                "calls of several callers may be in flight on the shared session",
+            );
+        }
+        first_open().map_or(
+            Route::Nowhere("the call's client stopped sending"),
+            Route::To,
+        )
+    }
+
+    /// The interactive call whose request is `call`, waiting briefly for it to be registered
+    /// (its answer stream can be read before its sender recorded the id).
+    async fn route_related(&self, call: &RequestId) -> Route {
+        let wait = async {
+            loop {
+                let registered = self.registered.notified();
+                {
+                    let state = self.lock();
+                    let found = state
+                        .calls
+                        .iter()
+                        .find(|entry| matches!(&entry.sent, Some((id, _)) if id == call));
+                    if let Some(entry) = found {
+                        return Some(entry.conversation.clone());
+                    }
+                    if state.calls.iter().all(|entry| entry.sent.is_some()) {
+                        return None;
+                    }
+                }
+                registered.await;
+            }
+        };
+        match tokio::time::timeout(REGISTRATION_WAIT, wait).await {
+            Ok(Some(conversation)) if conversation.is_open() => Route::To(conversation),
+            Ok(Some(_)) => Route::Nowhere("the call's client stopped sending"),
+            // A unary call's (or a finished call's) request.
+            _ => Route::Nowhere("the request belongs to a call that is not streaming"),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A call in flight on a session; dropped when the call ends.
+#[derive(Debug)]
+pub struct Registration {
+    interactions: Arc<Interactions>,
+    /// The interactive call's entry.
+    slot: Option<u64>,
+}
+
+impl Registration {
+    /// The call's request went out with this id and progress token.
+    pub fn sent(&self, id: &RequestId, token: &ProgressToken) {
+        let Some(slot) = self.slot else {
+            return;
+        };
+        let mut state = self.interactions.lock();
+        let State { calls, orphans, .. } = &mut *state;
+        if let Some(entry) = calls.iter_mut().find(|entry| entry.slot == slot) {
+            entry.sent = Some((id.clone(), token.clone()));
+            orphans.retain(|params| {
+                let ours = params.progress_token == *token;
+                if ours {
+                    entry.conversation.progress(params.clone());
+                }
+                !ours
+            });
+        }
+        drop(state);
+        self.interactions.registered.notify_waiters();
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let interactions = &self.interactions;
+        interactions.calls.fetch_sub(1, Ordering::Relaxed);
+        if let Some(slot) = self.slot {
+            interactions.interactive.fetch_sub(1, Ordering::Relaxed);
+            let mut state = interactions.lock();
+            state.calls.retain(|entry| entry.slot != slot);
+            if state.calls.is_empty() {
+                state.orphans.clear();
+                state.related.clear();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,55 @@
+//! A transport wrapper that hands progress notifications to the session's [`Interactions`] as
+//! they are read, in order and before the answer that follows them: rmcp runs each
+//! notification's handler as a task of its own, which may run after the call's answer.
+
+use std::{future::Future, sync::Arc};
+
+use rmcp::{
+    RoleClient,
+    model::{ServerJsonRpcMessage, ServerNotification},
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+
+use super::interactions::Interactions;
+
+/// `T`, with the progress it reads routed to the calls it belongs to.
+pub struct Tapped<T> {
+    inner: T,
+    interactions: Arc<Interactions>,
+}
+
+impl<T> Tapped<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T, interactions: Arc<Interactions>) -> Self {
+        Self {
+            inner,
+            interactions,
+        }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let ServerJsonRpcMessage::Notification(notification) = &message
+            && let ServerNotification::ProgressNotification(progress) = &notification.notification
+        {
+            self.interactions.progress(progress.params.clone());
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}

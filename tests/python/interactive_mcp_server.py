@@ -1,0 +1,254 @@
+"""An interactive MCP server for the tests: the Python `mcp` SDK 2.x calling back to its client.
+
+It is the upstream of the integration tests of streaming calls (progress notifications), of
+server-to-client requests (elicitation, sampling), of resources (text, a 1 MiB blob, a template)
+and of prompts, and of the list_changed notifications of resources and prompts. It speaks the
+handshake protocol (`initialize`, up to 2025-11-25), where a server may send requests to its
+client while it serves a tool call.
+
+Tools:
+- `slow(seconds, every=0.4)` runs `seconds`, sending `notifications/progress` every `every`
+  seconds (when the call carries a progress token): progress = steps done, total = number of
+  steps (ceil(seconds / every)), message "step i of n"; returns text "slept {seconds}s".
+- `ask(question)` sends `elicitation/create` (form mode) with the question as message and the
+  requested schema `{"type": "object", "properties": {"answer": {"type": "string"}},
+  "required": ["answer"]}`; returns text "accepted: <answer>", "declined" or "cancelled".
+- `sample(prompt)` sends `sampling/createMessage` with the prompt as the one user message and
+  maxTokens 50; returns text "model said: <text>", or a tool error (isError) with text
+  "sampling failed: <message>" when the client answers with an error.
+  Both send their request whatever capabilities the client declared (a client without the
+  capability is expected to answer with an error: `ask` then fails with "elicitation failed:
+  <message>"). Server-to-client request ids are the server's own: 1, 2, ... per connection.
+- `add_resource(name, text)` adds the text resource `memo://<name>` (or replaces its text) and
+  sends `notifications/resources/list_changed`; `add_prompt(name)` adds a prompt without
+  arguments whose one user message is "prompt <name>" and sends
+  `notifications/prompts/list_changed`. Both notifications ride the tool call's own stream, so
+  they reach the client before the call's result (on streamable HTTP: its POST's SSE stream).
+  The server advertises `listChanged` for resources and prompts (not for tools).
+
+- `roots()` asks the client for its roots (`roots/list`) and returns their URIs as a JSON list.
+
+Resources: `memo://hello` (text/plain, "hello, world"); `blob://one-mib`
+(application/octet-stream, 1048576 bytes, byte i = i % 251, sent base64 as `blob`); the
+template `memo://{name}`, which reads back any memo (an unknown one is the SDK's JSON-RPC error
+-32602 "Unknown resource: memo://<name>", with data {"uri": ...}).
+
+Prompts: `greet(name, style?)`, one user message "Say hello to <name>" (+ " in a <style> style").
+
+Usage: interactive_mcp_server.py            (stdio)
+       interactive_mcp_server.py --http 0   (streamable HTTP at http://127.0.0.1:PORT/mcp)
+With --http it prints one JSON line, {"listening": true, "url": "http://127.0.0.1:PORT/mcp"},
+once it accepts connections. Logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import socket
+import sys
+import time
+import warnings
+from typing import Annotated, Any
+
+import anyio
+import uvicorn
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.server.mcpserver.resources.types import FunctionResource
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import (
+    CallToolResult,
+    PromptListChangedNotification,
+    ResourceListChangedNotification,
+    SamplingMessage,
+    TextContent,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+# Sampling is deprecated as of protocol 2026-07-28; this fixture speaks the handshake era on purpose.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+ONE_MIB = bytes(i % 251 for i in range(1 << 20))
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+
+
+def text_result(text: str, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+def build() -> MCPServer:
+    server = MCPServer(name="interactive-test-server", version="1.0.0", log_level="WARNING")
+
+    # MCPServer builds its initialize result with `create_initialization_options()` and no
+    # NotificationOptions, on stdio and on streamable HTTP alike, so listChanged would be false.
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK has no public knob for this
+    create_options = lowlevel.create_initialization_options
+
+    def with_list_changed(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any):
+        options = notification_options or NotificationOptions(prompts_changed=True, resources_changed=True)
+        return create_options(options, *args, **kwargs)
+
+    lowlevel.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+
+    memos: dict[str, str] = {}
+
+    def add_memo(name: str, text: str) -> bool:
+        """Sets memo `name`; True when it is new (then `memo://<name>` is listed from now on)."""
+        new = name not in memos
+        memos[name] = text
+        if new:
+            server.add_resource(
+                FunctionResource(
+                    uri=f"memo://{name}",
+                    name=name,
+                    description=f"The memo {name}.",
+                    mime_type="text/plain",
+                    fn=lambda: memos[name],
+                )
+            )
+        return new
+
+    add_memo("hello", "hello, world")
+
+    @server.resource(
+        "blob://one-mib",
+        name="one-mib",
+        description="1 MiB of binary data: byte i is i % 251.",
+        mime_type="application/octet-stream",
+    )
+    def one_mib() -> bytes:
+        return ONE_MIB
+
+    @server.resource("memo://{name}", name="memo", description="A memo, by name.", mime_type="text/plain")
+    def read_memo(name: str) -> str:
+        if name not in memos:
+            raise ResourceNotFoundError(f"Unknown resource: memo://{name}")
+        return memos[name]
+
+    @server.prompt(description="Asks the model to greet someone, optionally in a given style.")
+    def greet(
+        name: Annotated[str, Field(description="Who to greet.")],
+        style: Annotated[str | None, Field(description="The style of the greeting, e.g. pirate.")] = None,
+    ) -> str:
+        text = f"Say hello to {name}"
+        if style:
+            text += f" in a {style} style"
+        return text
+
+    @server.tool(structured_output=False)
+    async def slow(seconds: float, ctx: Context, every: float = 0.4) -> str:
+        """Runs `seconds`, reporting progress every `every` seconds."""
+        if seconds < 0 or every <= 0:
+            raise ToolError("seconds must be >= 0 and every > 0")
+        steps = max(1, math.ceil(seconds / every - 1e-9))
+        start = time.monotonic()
+        for i in range(1, steps + 1):
+            await anyio.sleep(max(0.0, start + min(i * every, seconds) - time.monotonic()))
+            await ctx.report_progress(i, steps, f"step {i} of {steps}")
+        return f"slept {seconds}s"
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> CallToolResult:
+        """Asks the user the question (elicitation, form mode) and returns the answer."""
+        try:
+            result = await ctx.session.elicit_form(question, ANSWER_SCHEMA, related_request_id=ctx.request_id)
+        except MCPError as error:
+            return text_result(f"elicitation failed: {error.message}", is_error=True)
+        if result.action == "accept":
+            answer = (result.content or {}).get("answer")
+            if not isinstance(answer, str):
+                return text_result(f"accepted without a string answer: {result.content!r}", is_error=True)
+            return text_result(f"accepted: {answer}")
+        return text_result("declined" if result.action == "decline" else "cancelled")
+
+    @server.tool()
+    async def sample(prompt: str, ctx: Context) -> CallToolResult:
+        """Asks the client's model (sampling) to answer the prompt."""
+        try:
+            result = await ctx.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+                max_tokens=50,
+                related_request_id=ctx.request_id,
+            )
+        except MCPError as error:
+            return text_result(f"sampling failed: {error.message}", is_error=True)
+        blocks = result.content if isinstance(result.content, list) else [result.content]
+        text = "".join(getattr(block, "text", "") for block in blocks)
+        return text_result(f"model said: {text}")
+
+    @server.tool(structured_output=False)
+    async def roots(ctx: Context) -> str:
+        """Asks the client for its roots (roots/list) and returns their URIs as a JSON list."""
+        result = await ctx.session.list_roots()
+        return json.dumps([str(root.uri) for root in result.roots])
+
+    async def list_changed(ctx: Context, notification: Any) -> None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # 2026-07-28: delivered by the subscription bus to subscriptions/listen streams
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    @server.tool(structured_output=False)
+    async def add_resource(name: str, text: str, ctx: Context) -> str:
+        """Adds (or replaces) the text resource memo://<name>; sends resources/list_changed."""
+        if not name or "/" in name:
+            raise ToolError("name must be non-empty and without '/'")
+        new = add_memo(name, text)
+        await ctx.notify_resources_changed()
+        await list_changed(ctx, ResourceListChangedNotification())
+        return f"{'added' if new else 'replaced'} memo://{name}"
+
+    @server.tool(structured_output=False)
+    async def add_prompt(name: str, ctx: Context) -> str:
+        """Adds a prompt without arguments, one user message "prompt <name>"; sends prompts/list_changed."""
+        if not name:
+            raise ToolError("name must be non-empty")
+        text = f"prompt {name}"
+        server.add_prompt(Prompt.from_function(lambda: text, name=name, description=f"The prompt {name}."))
+        await ctx.notify_prompts_changed()
+        await list_changed(ctx, PromptListChangedNotification())
+        return f"added prompt {name}"
+
+    return server
+
+
+async def serve_http(server: MCPServer, port: int) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.create_task(http.serve(sockets=[sock]))
+    while not http.started:
+        if serving.done():
+            serving.result()
+            sys.exit("the server stopped before it started")
+        await asyncio.sleep(0.01)
+    print(json.dumps({"listening": True, "url": url}), flush=True)
+    await serving
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT (0: any)")
+    args = parser.parse_args()
+    server = build()
+    if args.http is None:
+        server.run("stdio")
+    else:
+        asyncio.run(serve_http(server, args.http))
+
+
+if __name__ == "__main__":
+    main()
