@@ -175,10 +175,9 @@ async fn unary_calls_and_half_closed_streams_decline_at_once() {
     );
 
     let mut stream = broker
-        .stream_call(None, "py_ask", r#"{"question": "?"}"#)
+        .stream_call_half_closed("py_ask", r#"{"question": "?"}"#)
         .await
         .unwrap();
-    stream.half_close();
     let (_, result) = stream.result().await.unwrap();
     assert_eq!(result.text, "declined");
 }

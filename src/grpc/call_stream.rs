@@ -9,15 +9,20 @@
     reason = "sampling is what servers before MCP 2026-07-28 use"
 )]
 
-use std::{collections::HashMap, pin::Pin, sync::Arc};
+use std::{
+    collections::HashMap,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ElicitationAction, ProgressNotificationParam,
 };
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
@@ -66,34 +71,64 @@ pub async fn open(
         .as_ref()
         .map(|audit| Draft::new(&call, &metadata, &extensions, audit.with_arguments()));
     let (out, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-    let span = tracing::Span::current();
-    tokio::spawn(
-        async move {
-            let pending = service.audit.as_ref().map(|audit| Pending {
-                draft,
-                audit,
-                broker: &service.broker,
-            });
-            let result = match service.prepare(metadata, extensions, call) {
-                Ok(prepared) => run(&service, prepared, inbound, &out).await,
-                Err(error) => Some(Err(error)),
-            };
-            // None: the client went away; the audit line says CANCELLED (on drop).
-            let Some(result) = result else {
-                return;
-            };
-            if let Some(pending) = pending {
-                pending.finish(&result);
-            }
-            let last = match result {
-                Ok(response) => Ok(event(Outbound::Result(response))),
-                Err(error) => Err(refused(error)),
-            };
-            let _ = out.send(last).await;
+    let driver = async move {
+        let pending = service.audit.as_ref().map(|audit| Pending {
+            draft,
+            audit,
+            broker: &service.broker,
+        });
+        let result = match service.prepare(metadata, extensions, call) {
+            Ok(prepared) => run(&service, prepared, inbound, &out).await,
+            Err(error) => Some(Err(error)),
+        };
+        // None: the client went away; the audit line says CANCELLED (on drop).
+        let Some(result) = result else {
+            return;
+        };
+        if let Some(pending) = pending {
+            pending.finish(&result);
         }
-        .instrument(span),
-    );
-    Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+        let last = match result {
+            Ok(response) => Ok(event(Outbound::Result(response))),
+            Err(error) => Err(refused(error)),
+        };
+        let _ = out.send(last).await;
+    }
+    .instrument(tracing::Span::current());
+    // The response starts with its first event, so that its headers go out with it (one write
+    // for a call with no events, as for CallTool); a refusal is the whole answer.
+    let mut events = Driven {
+        driver: Some(Box::pin(driver)),
+        receiver,
+    };
+    match events.next().await {
+        Some(Err(status)) => Err(status),
+        Some(Ok(first)) => Ok(Response::new(Box::pin(
+            futures::stream::once(async { Ok(first) }).chain(events),
+        ))),
+        None => Err(Status::cancelled("the call ended without an answer")),
+    }
+}
+
+/// The call's events, with the call itself driven by whoever reads them (no task of its own:
+/// one hand-off less per call). Dropping it drops the call, which cancels it on the server.
+struct Driven {
+    driver: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    receiver: mpsc::Receiver<Sent>,
+}
+
+impl Stream for Driven {
+    type Item = Sent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Sent>> {
+        if let Some(driver) = &mut self.driver
+            && driver.as_mut().poll(cx).is_ready()
+        {
+            // It dropped its sender: the receiver ends once drained.
+            self.driver = None;
+        }
+        self.receiver.poll_recv(cx)
+    }
 }
 
 /// Runs the call, relaying what the server sends and what the client answers; its result, or

@@ -25,20 +25,38 @@ impl Broker {
         name: &str,
         arguments_json: &str,
     ) -> Result<StreamCall, tonic::Status> {
+        self.open_stream(token, name, arguments_json, false).await
+    }
+
+    /// [`Self::stream_call`], half-closed after the call: the client will answer nothing.
+    pub async fn stream_call_half_closed(
+        &self,
+        name: &str,
+        arguments_json: &str,
+    ) -> Result<StreamCall, tonic::Status> {
+        self.open_stream(None, name, arguments_json, true).await
+    }
+
+    async fn open_stream(
+        &self,
+        token: Option<&str>,
+        name: &str,
+        arguments_json: &str,
+        half_closed: bool,
+    ) -> Result<StreamCall, tonic::Status> {
         let (sender, receiver) = mpsc::channel(16);
         let first = proto::CallToolStreamRequest {
             message: Some(Message::Call(call_request(name, arguments_json))),
         };
         sender.send(first).await.expect("the channel is open");
+        // The broker answers with its first event, so a client half-closes before waiting.
+        let sender = (!half_closed).then_some(sender);
         let request = as_caller(token, &[], ReceiverStream::new(receiver));
         let events = tokio::time::timeout(WAIT, self.client.clone().call_tool_stream(request))
             .await
             .expect("CallToolStream answered in time")?
             .into_inner();
-        Ok(StreamCall {
-            sender: Some(sender),
-            events,
-        })
+        Ok(StreamCall { sender, events })
     }
 }
 
@@ -102,10 +120,5 @@ impl StreamCall {
             content,
         }))
         .await;
-    }
-
-    /// Half-closes the stream: the client will send nothing more.
-    pub fn half_close(&mut self) {
-        self.sender = None;
     }
 }
