@@ -144,4 +144,14 @@ pub struct CallArgs {
     /// Arguments as a JSON object.
     #[arg(default_value = "{}")]
     pub arguments: String,
+    /// Call over CallToolStream: progress is shown on stderr as it comes, and the server's
+    /// questions (elicitation) are answered as --answer or --accept-defaults say, else declined.
+    #[arg(long)]
+    pub stream: bool,
+    /// With --stream: accept every question with this JSON object as the answer.
+    #[arg(long, requires = "stream", value_name = "JSON")]
+    pub answer: Option<String>,
+    /// With --stream: accept every form question with the defaults its schema gives.
+    #[arg(long, requires = "stream", conflicts_with = "answer")]
+    pub accept_defaults: bool,
 }

@@ -198,3 +198,42 @@ fn check_refuses_an_audit_file_that_cannot_be_written_and_malformed_rates() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn call_stream_shows_progress_and_answers_questions_as_told() {
+    let broker = Broker::builder().server(demo("demo")).start().await;
+    broker.wait_ready().await;
+    let run = |args: &[&str]| {
+        let output = client(args, broker.addr, None);
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (
+            output.status.success(),
+            text(&output.stdout),
+            text(&output.stderr),
+        )
+    };
+    let (ok, stdout, stderr) = run(&["call", "sleep", r#"{"ms": 300, "steps": 3}"#, "--stream"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "slept 300 ms");
+    assert!(
+        stderr.contains("progress 3/3: slept 300 of 300 ms"),
+        "{stderr}"
+    );
+
+    let ask = ["call", "ask", r#"{"question": "Colour?"}"#, "--stream"];
+    let (ok, stdout, stderr) = run(&[&ask[..], &["--answer", r#"{"answer": "red"}"#]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "the user answered: red");
+    assert!(
+        stderr.contains("the server asks: Colour? (accept)"),
+        "{stderr}"
+    );
+    let (ok, stdout, _) = run(&ask);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "the user declined to answer");
+    let (ok, _, stderr) = run(&["call", "ask", "{}", "--answer", "{}"]);
+    assert!(
+        !ok && stderr.contains("--stream"),
+        "--answer needs --stream: {stderr}"
+    );
+}

@@ -46,7 +46,7 @@ CORE_CALLS: dict[str, tuple[str, dict] | None] = {
     "initialize": None,
     "tools_call": ("add_numbers", {"a": 5, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
-    # The broker declines elicitation in unary calls: expected to fail until a streaming call.
+    # Made over CallToolStream, accepting the question with its schema's defaults.
     "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
 }
 CLIENT_CREDENTIALS = ("auth/client-credentials-basic", "auth/client-credentials-jwt")
@@ -454,7 +454,12 @@ class Adapter:
         reloaded_at: float | None = None
         while True:
             log(f"call {name} {json.dumps(arguments)}")
-            result = self.run_cli(["call", "--addr", self.addr, name, json.dumps(arguments)], 20.0)
+            command = ["call", "--addr", self.addr, name, json.dumps(arguments)]
+            if self.scenario == "elicitation-sep1034-client-defaults":
+                # SEP-1034: the client (here the command line, over CallToolStream) fills in
+                # the defaults of the server's question.
+                command += ["--stream", "--accept-defaults"]
+            result = self.run_cli(command, 20.0)
             self.relay_broker_log()
             if result.returncode == 0:
                 log(f"call {name}: ok: {result.stdout.strip()[:300]}")

@@ -30,7 +30,6 @@ ADAPTER="python3 $HERE/adapter.py"
 
 # Scenarios that fail today and why; any other failure fails the run.
 declare -A EXPECTED_FAIL=(
-  [elicitation-sep1034-client-defaults]="needs CallToolStream (issue 17): a unary call declines the server's elicitation"
   [auth/2025-03-26-oauth-metadata-backcompat]="the suite 0.1.16's mock serves issuer <origin>/oauth from the root metadata URL, which RFC 8414 §3.3 says a client MUST reject (fixed upstream later: conformance PR #359)"
 )
 

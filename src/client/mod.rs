@@ -1,0 +1,118 @@
+//! `toolbroker tools` and `toolbroker call`: a terminal's view of a running broker.
+
+mod stream;
+
+use anyhow::Context as _;
+use tonic::{metadata::MetadataValue, service::interceptor::InterceptedService};
+
+use crate::{
+    cli::{CallArgs, ClientArgs},
+    proto::{self, content::Kind, tool_broker_client::ToolBrokerClient},
+};
+
+/// A client that sends `authorization: Bearer <token>` when a token is given.
+pub(crate) type Client = ToolBrokerClient<
+    InterceptedService<
+        tonic::transport::Channel,
+        Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
+    >,
+>;
+
+async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
+    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())
+        .with_context(|| format!("bad broker address {}", args.addr))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", args.addr))?;
+    let bearer: Option<MetadataValue<_>> = args
+        .token
+        .as_ref()
+        .map(|token| format!("Bearer {token}").parse())
+        .transpose()
+        .context("the token holds characters a header cannot")?;
+    let add_token = move |mut request: tonic::Request<()>| {
+        if let Some(bearer) = &bearer {
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
+        }
+        Ok(request)
+    };
+    Ok(ToolBrokerClient::with_interceptor(
+        channel,
+        Box::new(add_token) as Box<dyn FnMut(_) -> _ + Send>,
+    ))
+}
+
+/// Prints every tool: name, server and description.
+pub async fn list_tools(args: &ClientArgs) -> anyhow::Result<()> {
+    let response = connect(args)
+        .await?
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    for tool in response.tools {
+        let params: Vec<String> = tool
+            .params
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}{}: {}",
+                    p.name,
+                    if p.required { "" } else { "?" },
+                    p.r#type
+                )
+            })
+            .collect();
+        println!("{}({})  [{}]", tool.name, params.join(", "), tool.server);
+        if !tool.description.is_empty() {
+            println!("    {}", tool.description);
+        }
+    }
+    Ok(())
+}
+
+/// Calls a tool (over CallToolStream with `--stream`) and prints its result; a tool error
+/// exits non-zero.
+pub async fn call(args: &CallArgs) -> anyhow::Result<()> {
+    let request = proto::CallToolRequest {
+        name: args.name.clone(),
+        arguments_json: args.arguments.clone(),
+        ..Default::default()
+    };
+    let mut client = connect(&args.client).await?;
+    let response = if args.stream {
+        stream::call(&mut client, request, stream::Answers::of(args)?).await?
+    } else {
+        client
+            .call_tool(request)
+            .await
+            .map_err(status_error)?
+            .into_inner()
+    };
+    for content in &response.content {
+        match &content.kind {
+            Some(Kind::Text(text)) => println!("{}", text.text),
+            Some(Kind::Image(image)) => {
+                println!("[image {} bytes {}]", image.mime_type, image.data.len())
+            }
+            Some(Kind::Audio(audio)) => {
+                println!("[audio {} bytes {}]", audio.mime_type, audio.data.len())
+            }
+            Some(Kind::Resource(resource)) => println!("[resource {}]", resource.uri),
+            Some(Kind::ResourceLink(link)) => println!("[link {} {}]", link.name, link.uri),
+            None => {}
+        }
+    }
+    if !response.structured_content_json.is_empty() {
+        println!("{}", response.structured_content_json);
+    }
+    anyhow::ensure!(!response.is_error, "the tool reported an error");
+    Ok(())
+}
+
+/// "NotFound: unknown tool ..." rather than tonic's long Display.
+pub(crate) fn status_error(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", status.code(), status.message())
+}
