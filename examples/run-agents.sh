@@ -58,12 +58,14 @@ start_broker() { # name [serve arguments...]
 echo "--- broker"
 start_broker demo
 
-# Checks one agent's output: the echo text, both tool lists with `echo` and its schema, the Watch
-# snapshot, and the ToolsChanged event that --demo-change caused.
-check() { # name output expected-echo-text added-tool
+# Checks one agent's output: the echo text, both tool lists with `echo` and its schema; the
+# CallToolStream calls (sleep's progress and result, ask's question and the --answer it was
+# given); the resources, the readme's text and the prompt; the Watch snapshot, and the
+# ToolsChanged event that --demo-change caused.
+check() { # name output expected-echo-text added-tool answer
     python3 - "$@" <<'EOF'
 import json, re, sys
-name, path, echo_text, added = sys.argv[1:]
+name, path, echo_text, added, answer = sys.argv[1:]
 out = open(path).read()
 sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", out, re.S | re.M))
 def fail(why):
@@ -81,6 +83,32 @@ if not a or a["input_schema"] != o["function"]["parameters"] or not a["descripti
     fail("the Anthropic JSON lacks tool echo with its schema")
 if sections.get("echo result", "").strip() != echo_text:
     fail(f"echo did not print {echo_text!r}")
+# sleep {"ms": 600, "steps": 3}: progress lines (each step's, in order; at least one), its
+# result; then ask's question and the answer the agent gave for its user.
+stream = sections.get("stream", "").splitlines()
+progress = [l for l in stream if l.startswith("progress ")]
+if not progress:
+    fail("the stream section printed no progress")
+steps = []
+for line in progress:
+    m = re.fullmatch(r"progress ([123])/3: slept (\d+) of 600 ms", line)
+    if not m or int(m.group(2)) != 200 * int(m.group(1)):
+        fail(f"unexpected progress line {line!r}")
+    steps.append(int(m.group(1)))
+if steps != sorted(set(steps)):
+    fail(f"the progress went back or repeated: {progress}")
+want = progress + ["sleep result: slept 600 ms", "question: What colour should the logo be?",
+                   f"ask result: the user answered: {answer}"]
+if stream != want:
+    fail(f"the stream section is {stream}, expected {want}")
+# The demo's two resources and template, the readme's text, the prompt filled in.
+want = ["resource demo demo://readme", "resource demo demo://logo.png",
+        "template demo demo://echo/{text}",
+        "read demo://readme: The toolbroker demo server: tools that exercise MCP, two resources,"
+        " a resource template and a prompt.",
+        "prompt summarize (user): Summarize toolbroker."]
+if sections.get("resources", "").splitlines() != want:
+    fail(f"the resources section is not {want}")
 watch = sections.get("Watch", "")
 if not re.search(r"^revision \d+: snapshot: \d+ tools; servers: demo=SERVER_STATE_READY", watch, re.M):
     fail("Watch printed no snapshot")
@@ -94,15 +122,15 @@ EOF
 
 echo "--- python agent"
 examples/python-agent/.venv/bin/python examples/python-agent/agent.py "$addr" \
-    --watch-seconds "$WATCH_SECONDS" --demo-change | tee "$work/python.out" ||
-    { echo "run-agents: the python agent failed" >&2; exit 1; }
-check python "$work/python.out" "hello from python" added_by_python
+    --watch-seconds "$WATCH_SECONDS" --demo-change --answer "blue, said python" |
+    tee "$work/python.out" || { echo "run-agents: the python agent failed" >&2; exit 1; }
+check python "$work/python.out" "hello from python" added_by_python "blue, said python"
 
 echo "--- node agent"
 TOOLBROKER_ADDR=$addr node examples/node-agent/agent.js \
-    --watch-seconds "$WATCH_SECONDS" --demo-change | tee "$work/node.out" ||
-    { echo "run-agents: the node agent failed" >&2; exit 1; }
-check node "$work/node.out" "hello from node" added_by_node
+    --watch-seconds "$WATCH_SECONDS" --demo-change --answer "green, said node" |
+    tee "$work/node.out" || { echo "run-agents: the node agent failed" >&2; exit 1; }
+check node "$work/node.out" "hello from node" added_by_node "green, said node"
 
 # The same demo server, with a call rate the burst goes over and an audit log.
 BURST=6
@@ -118,8 +146,9 @@ echo "--- broker with a call rate"
 start_broker rate-limited --config "$work/rates.yaml"
 
 echo "--- python agent: a burst of $BURST calls over limits.caller_rate 2/s"
+# --no-stream: its CallToolStream calls would count against the rate and in the audit log.
 examples/python-agent/.venv/bin/python examples/python-agent/agent.py "$addr" \
-    --watch-seconds 0.5 --burst "$BURST" | tee "$work/burst.out" ||
+    --watch-seconds 0.5 --burst "$BURST" --no-stream | tee "$work/burst.out" ||
     { echo "run-agents: the python agent's burst failed" >&2; exit 1; }
 # SIGTERM: the broker writes what is queued for the audit log before it exits.
 kill -TERM "$broker_pid"

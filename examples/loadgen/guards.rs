@@ -2,7 +2,12 @@
 //! costs, as medians of interleaved rounds. The rates are set far above the load (every call is let through), so the run
 //! measures the checks, not refusals; the audit log writes to a file in a temporary directory.
 
-use crate::{Plan, broker::BrokerProcess, demo_config, report::Figures};
+use crate::{
+    Plan,
+    broker::BrokerProcess,
+    demo_config,
+    report::{Figures, median},
+};
 
 /// Every call allowed: a per-caller, a per-caller-per-server and a per-server rate.
 const RATES: &str =
@@ -48,11 +53,4 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The run with the median throughput.
-fn median(mut runs: Vec<Figures>) -> Figures {
-    runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
 }

@@ -15,6 +15,8 @@
 //! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
 //!   against shared, and the broker's memory per open session;
 //! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
+//!   (medians of interleaved rounds);
+//! - `stream`: CallToolStream against CallTool, `echo` with no events, at concurrency 1 and 16
 //!   (medians of interleaved rounds).
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
@@ -31,6 +33,7 @@ mod per_caller;
 mod replicas;
 mod report;
 mod startup;
+mod streaming;
 mod tracing_cost;
 
 use std::time::Duration;
@@ -63,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
     let all = scenario == "all";
     let known = [
         "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
+        "stream",
     ];
     if !known.contains(&scenario) {
         eprintln!("usage: loadgen {} [--seconds N] [--quick]", known.join("|"));
@@ -92,6 +96,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "guards" {
         guards::run(plan).await?;
+    }
+    if all || scenario == "stream" {
+        streaming::run(plan).await?;
     }
     Ok(())
 }
