@@ -4,7 +4,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, PoisonError, RwLock,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
@@ -22,7 +22,7 @@ use crate::{
     domain::{
         call::{RawArguments, Timing, effective_timeout, prepare_arguments},
         caller::CallerValues,
-        catalog::{Catalog, Event, Outcome, ServerPolicy, Update},
+        catalog::{Catalog, Event, Outcome, ServerPolicy, ServerView, Update},
         config::Config,
         names::ServerName,
         offer::{PromptSpec, Resources},
@@ -48,6 +48,9 @@ pub struct Snapshot {
     pub catalog: Catalog,
     /// A call handle for every READY server.
     pub sessions: HashMap<ServerName, Upstream>,
+    /// The call rates in force (replaced on reload): read with the snapshot each call takes
+    /// anyway, so checking them costs no lock.
+    pub rates: Arc<RateLimits>,
 }
 
 impl Snapshot {
@@ -81,8 +84,6 @@ struct Inner {
     snapshots: watch::Sender<Arc<Snapshot>>,
     events: broadcast::Sender<Arc<Event>>,
     watchers: AtomicUsize,
-    /// The call rates in force (replaced on reload).
-    rates: RwLock<Arc<RateLimits>>,
 }
 
 /// Held by each Watch stream; counts it while it lives.
@@ -103,6 +104,7 @@ impl Broker {
         let state = Snapshot {
             catalog: Catalog::new(servers),
             sessions: HashMap::new(),
+            rates: Arc::default(),
         };
         let (snapshots, _) = watch::channel(Arc::new(state.clone()));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -112,7 +114,6 @@ impl Broker {
                 snapshots,
                 events,
                 watchers: AtomicUsize::new(0),
-                rates: RwLock::default(),
             }),
         }
     }
@@ -155,20 +156,10 @@ impl Broker {
 
     /// Enforces `config`'s call rates from now on; a rate that did not change keeps its state.
     pub fn set_rates(&self, config: &Config) {
-        let mut rates = self
-            .inner
-            .rates
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        *rates = Arc::new(RateLimits::new(config, Some(&rates)));
-    }
-
-    fn rates(&self) -> Arc<RateLimits> {
-        self.inner
-            .rates
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.update(|state| {
+            state.rates = Arc::new(RateLimits::new(config, Some(&state.rates)));
+            Outcome::default()
+        });
     }
 
     /// How many Watch streams are open.
@@ -191,10 +182,11 @@ impl Broker {
         caller: &dyn CallerValues,
         conversation: Option<Conversation>,
     ) -> Result<Called, RequestError> {
-        let (tool, upstream) = self.route(name)?;
+        let snapshot = self.snapshot();
+        let (tool, upstream) = route(&snapshot, name)?;
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
-        self.rates().admit(caller.key(), &tool.server)?;
+        snapshot.rates.admit(caller.key(), &tool.server)?;
         let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
         let unusable = |why: &str| {
             tracing::warn!(server = %tool.server, tool = %tool.name, %why,
@@ -299,19 +291,11 @@ impl Broker {
     /// The call handle of a READY server; why not, otherwise.
     fn ready(&self, server: &str) -> Result<Upstream, RequestError> {
         let snapshot = self.snapshot();
-        if let Some(upstream) = snapshot
-            .sessions
-            .iter()
-            .find_map(|(name, upstream)| (name.as_str() == server).then(|| upstream.clone()))
-        {
-            return Ok(upstream);
+        if let Some(upstream) = snapshot.sessions.get(server) {
+            return Ok(upstream.clone());
         }
         match snapshot.catalog.server(server) {
-            Some(view) => Err(RequestError::NotReady {
-                server: view.name.clone(),
-                state: view.condition.state,
-                message: view.message.clone(),
-            }),
+            Some(view) => Err(not_ready(view)),
             None => Err(RequestError::UnknownServer {
                 name: server.into(),
             }),
@@ -320,34 +304,39 @@ impl Broker {
 
     /// The server a tool exposed as `name` belongs to (ready or not), if any.
     pub fn owner(&self, name: &str) -> Option<String> {
-        let snapshot = self.snapshot();
-        let catalog = &snapshot.catalog;
-        match catalog.tool(name) {
-            Some(tool) => Some(tool.server.to_string()),
-            None => catalog
-                .unready_owner(name)
-                .map(|view| view.name.to_string()),
+        match route(&self.snapshot(), name) {
+            Ok((tool, _)) => Some(tool.server.to_string()),
+            Err(RequestError::NotReady { server, .. }) => Some(server.to_string()),
+            Err(_) => None,
         }
     }
+}
 
-    fn route(&self, name: &str) -> Result<(Arc<ExposedTool>, Upstream), RequestError> {
-        let snapshot = self.snapshot();
-        let catalog = &snapshot.catalog;
-        let owner = match catalog.tool(name) {
-            Some(tool) => match snapshot.sessions.get(&tool.server) {
-                Some(upstream) => return Ok((tool.clone(), upstream.clone())),
-                None => catalog.server(tool.server.as_str()),
-            },
-            None => catalog.unready_owner(name),
-        };
-        match owner {
-            Some(view) => Err(RequestError::NotReady {
-                server: view.name.clone(),
-                state: view.condition.state,
-                message: view.message.clone(),
-            }),
-            None => Err(RequestError::UnknownTool { name: name.into() }),
-        }
+/// The tool exposed as `name` and its server's call handle; why not, otherwise.
+fn route<'a>(
+    snapshot: &'a Snapshot,
+    name: &str,
+) -> Result<(&'a Arc<ExposedTool>, &'a Upstream), RequestError> {
+    let catalog = &snapshot.catalog;
+    let owner = match catalog.tool(name) {
+        Some(tool) => match snapshot.sessions.get(&tool.server) {
+            Some(upstream) => return Ok((tool, upstream)),
+            None => catalog.server(tool.server.as_str()),
+        },
+        None => catalog.unready_owner(name),
+    };
+    match owner {
+        Some(view) => Err(not_ready(view)),
+        None => Err(RequestError::UnknownTool { name: name.into() }),
+    }
+}
+
+/// A server without a call handle: not READY, as its status says.
+fn not_ready(view: &ServerView) -> RequestError {
+    RequestError::NotReady {
+        server: view.name.clone(),
+        state: view.condition.state,
+        message: view.message.clone(),
     }
 }
 

@@ -41,6 +41,12 @@ pub struct RateLimits {
     admitted: AtomicU64,
 }
 
+impl std::fmt::Debug for RateLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimits").finish_non_exhaustive()
+    }
+}
+
 #[derive(Default)]
 struct ServerRates {
     rate: Option<Arc<Direct>>,
