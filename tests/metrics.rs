@@ -31,6 +31,11 @@ async fn metrics_count_what_was_done() {
     }
     assert!(broker.call("fail", "{}").await.unwrap().is_error);
     assert!(broker.call("nope", "{}").await.is_err());
+    let mut streamed = broker
+        .stream_call(None, "echo", r#"{"message": "s"}"#)
+        .await
+        .unwrap();
+    streamed.result().await.unwrap();
     let _watch = broker.watch(&[]).await;
 
     toolbroker::upstream::install_tls_provider();
@@ -38,7 +43,7 @@ async fn metrics_count_what_was_done() {
     let op = "mcp_client_operation_duration_seconds_count";
     assert_eq!(
         sample(&text, op, &[("gen_ai_tool_name", "echo")]),
-        Some(3.0),
+        Some(4.0),
         "{text}"
     );
     assert_eq!(
@@ -68,6 +73,18 @@ async fn metrics_count_what_was_done() {
             ]
         ),
         Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            rpc,
+            &[
+                ("rpc_method", "CallToolStream"),
+                ("rpc_grpc_status_code", "Ok")
+            ]
+        ),
+        Some(1.0),
+        "{text}"
     );
     assert_eq!(
         sample(

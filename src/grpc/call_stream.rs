@@ -15,6 +15,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Instant,
 };
 
 use futures::{Stream, StreamExt as _};
@@ -23,13 +24,13 @@ use rmcp::model::{
     ElicitationAction, ProgressNotificationParam,
 };
 use tokio::sync::{mpsc, oneshot};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
 use super::{
     broker_service::{BrokerService, CallInFlight, PreparedCall, refused},
     call_audit::{Draft, Pending},
-    convert,
+    convert, observe,
 };
 use crate::{
     conversation::{Conversation, Interaction},
@@ -44,6 +45,9 @@ use crate::{
 pub type CallStream =
     Pin<Box<dyn Stream<Item = Result<proto::CallToolStreamResponse, Status>> + Send>>;
 
+/// The RPC's name, as metrics and spans give it.
+const METHOD: &str = "CallToolStream";
+
 /// Messages to the client that may wait to be sent; the call waits when the client is slower.
 const OUTBOUND_BUFFER: usize = 16;
 
@@ -55,15 +59,18 @@ pub async fn open(
     service: Arc<BrokerService>,
     request: Request<Streaming<proto::CallToolStreamRequest>>,
 ) -> Result<Response<CallStream>, Status> {
+    let started = Instant::now();
     let (metadata, extensions, mut inbound) = request.into_parts();
     let call = match inbound.message().await? {
         Some(proto::CallToolStreamRequest {
             message: Some(Inbound::Call(call)),
         }) => call,
         _ => {
-            return Err(refused(RequestError::InvalidArguments(
+            let status = refused(RequestError::InvalidArguments(
                 "the first message of a CallToolStream must be `call` (a CallToolRequest)".into(),
-            )));
+            ));
+            observe::record(METHOD, status.code(), started);
+            return Err(status);
         }
     };
     let draft = service
@@ -83,6 +90,7 @@ pub async fn open(
         };
         // None: the client went away; the audit line says CANCELLED (on drop).
         let Some(result) = result else {
+            observe::record(METHOD, Code::Cancelled, started);
             return;
         };
         if let Some(pending) = pending {
@@ -92,6 +100,8 @@ pub async fn open(
             Ok(response) => Ok(event(Outbound::Result(response))),
             Err(error) => Err(refused(error)),
         };
+        let code = last.as_ref().map_or_else(Status::code, |_| Code::Ok);
+        observe::record(METHOD, code, started);
         let _ = out.send(last).await;
     }
     .instrument(tracing::Span::current());

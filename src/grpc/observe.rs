@@ -59,6 +59,13 @@ pub async fn observe<T>(
         Ok(_) => Code::Ok,
         Err(status) => status.code(),
     };
+    record(method, code, started);
+    result
+}
+
+/// Records how an RPC that began at `started` ended: its status on the current (server) span
+/// and its duration (for streams, whose end is not their handler's).
+pub fn record(method: &'static str, code: Code, started: Instant) {
     let span = Span::current();
     span.record("rpc.grpc.status_code", code as i32);
     // The conventions count only these as server-side errors; the rest are the caller's.
@@ -79,5 +86,4 @@ pub async fn observe<T>(
         semconv::RPC_GRPC_STATUS_CODE => format!("{code:?}"),
     )
     .record(started.elapsed().as_secs_f64());
-    result
 }
