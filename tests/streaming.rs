@@ -125,13 +125,7 @@ async fn sampling_is_relayed_and_answered_or_refused() {
     assert_eq!(params["maxTokens"], 50);
     let answer = json!({"role": "assistant", "content": {"type": "text", "text": "hi!"},
         "model": "test-model", "stopReason": "endTurn"});
-    stream
-        .send(Message::SamplingResponse(proto::SamplingResponse {
-            id: request.id,
-            result_json: answer.to_string(),
-            error: String::new(),
-        }))
-        .await;
+    stream.answer_sampling(&request.id, Ok(answer)).await;
     let (_, result) = stream.result().await.unwrap();
     assert_eq!(result.text, "model said: hi!");
 
@@ -141,11 +135,7 @@ async fn sampling_is_relayed_and_answered_or_refused() {
         .unwrap();
     let request = sampling(&mut refused).await;
     refused
-        .send(Message::SamplingResponse(proto::SamplingResponse {
-            id: request.id,
-            result_json: String::new(),
-            error: "the user said no".into(),
-        }))
+        .answer_sampling(&request.id, Err("the user said no"))
         .await;
     let (_, result) = refused.result().await.unwrap();
     assert!(
@@ -358,13 +348,7 @@ async fn server_everything_progress_elicitation_and_sampling() {
     assert!(request.params_json.contains("ping"), "{request:?}");
     let answer = json!({"role": "assistant", "content": {"type": "text", "text": "pong"},
         "model": "m"});
-    stream
-        .send(Message::SamplingResponse(proto::SamplingResponse {
-            id: request.id,
-            result_json: answer.to_string(),
-            error: String::new(),
-        }))
-        .await;
+    stream.answer_sampling(&request.id, Ok(answer)).await;
     let (_, result) = stream.result().await.unwrap();
     assert!(result.text.contains("pong"), "{result:?}");
 }

@@ -16,7 +16,6 @@ use std::{
 use rustls::pki_types::CertificateDer;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
-use tonic::Request;
 
 use self::{jwt::JwtVerifier, tokens::StaticTokens};
 use crate::domain::{
@@ -239,9 +238,8 @@ fn bearer(headers: &http::HeaderMap) -> Result<&str, AuthFailure> {
 }
 
 /// The caller recorded by the gate (anyone when the request did not pass through it).
-pub fn caller<T>(request: &Request<T>) -> Caller {
-    request
-        .extensions()
+pub fn caller(extensions: &tonic::Extensions) -> Caller {
+    extensions
         .get::<Caller>()
         .cloned()
         .unwrap_or_else(Caller::anyone)

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     audit::AuditLog,
-    auth::Caller,
+    auth,
     broker::Broker,
     domain::{
         call::RawArguments,
@@ -124,10 +124,7 @@ impl BrokerService {
         if let Some(Refused(error)) = extensions.remove::<Refused>() {
             return Err(error);
         }
-        let caller = extensions
-            .get::<Caller>()
-            .cloned()
-            .unwrap_or_else(Caller::anyone);
+        let caller = auth::caller(&extensions);
         let deadline = deadline::from_metadata(&metadata);
         let trace =
             TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));

@@ -278,29 +278,40 @@ pub fn content_kind(block: ContentBlock) -> Result<Kind, String> {
 }
 
 fn resource(contents: ResourceContents) -> Result<proto::EmbeddedResource, String> {
-    Ok(match contents {
+    let (uri, mime_type, contents) = resource_contents(contents, Contents::Text, Contents::Blob)?;
+    Ok(proto::EmbeddedResource {
+        uri,
+        mime_type,
+        contents: Some(contents),
+    })
+}
+
+/// The URI, MIME type and payload of resource contents, the payload made by `text` or, from
+/// the blob decoded once, by `blob` (the base64 text is freed here, before any encoding).
+pub fn resource_contents<C>(
+    contents: ResourceContents,
+    text: impl FnOnce(String) -> C,
+    blob: impl FnOnce(Vec<u8>) -> C,
+) -> Result<(String, String, C), String> {
+    match contents {
         ResourceContents::TextResourceContents {
             uri,
             mime_type,
-            text,
+            text: body,
             ..
-        } => proto::EmbeddedResource {
-            uri,
-            mime_type: mime_type.unwrap_or_default(),
-            contents: Some(Contents::Text(text)),
-        },
+        } => Ok((uri, mime_type.unwrap_or_default(), text(body))),
         ResourceContents::BlobResourceContents {
             uri,
             mime_type,
-            blob,
+            blob: base64,
             ..
-        } => proto::EmbeddedResource {
-            mime_type: mime_type.unwrap_or_default(),
-            contents: Some(Contents::Blob(decode(&blob, &uri)?)),
-            uri,
-        },
-        other => return Err(format!("unsupported resource contents {other:?}")),
-    })
+        } => {
+            let bytes = decode(&base64, &uri)?;
+            drop(base64);
+            Ok((uri, mime_type.unwrap_or_default(), blob(bytes)))
+        }
+        other => Err(format!("unsupported resource contents {other:?}")),
+    }
 }
 
 /// Base64 text as bytes; `what` names it in the error.

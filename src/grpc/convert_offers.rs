@@ -1,9 +1,9 @@
 //! Conversions of resources and prompts between the broker's (and MCP's) types and the proto
 //! messages. Pure.
 
-use rmcp::model::{GetPromptResult, ReadResourceResult, ResourceContents, Role};
+use rmcp::model::{GetPromptResult, ReadResourceResult, Role};
 
-use super::convert::{content_kind, decode};
+use super::convert::{content_kind, resource_contents};
 use crate::{
     domain::{
         names::ServerName,
@@ -72,35 +72,16 @@ pub fn read_response(
     let contents = result
         .contents
         .into_iter()
-        .map(|contents| match contents {
-            ResourceContents::TextResourceContents {
+        .map(|contents| {
+            let (uri, mime_type, contents) =
+                resource_contents(contents, Contents::Text, Contents::Blob).map_err(bad)?;
+            Ok(proto::ResourceContents {
                 uri,
                 mime_type,
-                text,
-                ..
-            } => Ok(proto::ResourceContents {
-                uri,
-                mime_type: mime_type.unwrap_or_default(),
-                contents: Some(Contents::Text(text)),
-            }),
-            ResourceContents::BlobResourceContents {
-                uri,
-                mime_type,
-                blob,
-                ..
-            } => {
-                let bytes = decode(&blob, &uri).map_err(bad)?;
-                // The base64 text is freed before the message is encoded.
-                drop(blob);
-                Ok(proto::ResourceContents {
-                    uri,
-                    mime_type: mime_type.unwrap_or_default(),
-                    contents: Some(Contents::Blob(bytes)),
-                })
-            }
-            other => Err(bad(format!("unsupported resource contents {other:?}"))),
+                contents: Some(contents),
+            })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, RequestError>>()?;
     Ok(proto::ReadResourceResponse { contents })
 }
 

@@ -4,12 +4,7 @@
 use tonic::Request;
 
 use super::{call_context::CallContext, convert_offers};
-use crate::{
-    auth::{self, Caller},
-    broker::Broker,
-    domain::request_error::RequestError,
-    proto,
-};
+use crate::{auth, broker::Broker, domain::request_error::RequestError, proto};
 
 /// ListResources: the resources and templates of the servers asked for (all when none) whose
 /// resources the caller may read.
@@ -17,7 +12,7 @@ pub fn list_resources(
     broker: &Broker,
     request: Request<proto::ListResourcesRequest>,
 ) -> Result<proto::ListResourcesResponse, RequestError> {
-    let caller = auth::caller(&request);
+    let caller = auth::caller(request.extensions());
     let servers = request.into_inner().servers;
     let snapshot = broker.snapshot();
     check_servers(&servers, |name| snapshot.catalog.server(name).is_some())?;
@@ -45,10 +40,7 @@ pub async fn read_resource(
     request: Request<proto::ReadResourceRequest>,
 ) -> Result<proto::ReadResourceResponse, RequestError> {
     let (metadata, extensions, request) = request.into_parts();
-    let caller = extensions
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_else(Caller::anyone);
+    let caller = auth::caller(&extensions);
     if request.uri.is_empty() {
         return Err(RequestError::InvalidArguments(
             "uri is empty: give a resource's URI (ListResources shows them)".into(),
@@ -73,7 +65,7 @@ pub fn list_prompts(
     broker: &Broker,
     request: Request<proto::ListPromptsRequest>,
 ) -> Result<proto::ListPromptsResponse, RequestError> {
-    let caller = auth::caller(&request);
+    let caller = auth::caller(request.extensions());
     let servers = request.into_inner().servers;
     let snapshot = broker.snapshot();
     check_servers(&servers, |name| snapshot.catalog.server(name).is_some())?;
@@ -97,10 +89,7 @@ pub async fn get_prompt(
     request: Request<proto::GetPromptRequest>,
 ) -> Result<proto::GetPromptResponse, RequestError> {
     let (metadata, extensions, request) = request.into_parts();
-    let caller = extensions
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_else(Caller::anyone);
+    let caller = auth::caller(&extensions);
     if !caller.may_prompt(&request.name) {
         return Err(RequestError::PromptDenied {
             caller: caller.key.id,

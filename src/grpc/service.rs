@@ -30,7 +30,7 @@ impl ToolBroker for Arc<BrokerService> {
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
         observe("ListTools", async {
             let snapshot = self.broker.snapshot();
-            let caller = auth::caller(&request);
+            let caller = auth::caller(request.extensions());
             let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)
                 .map_err(refused)?;
             let cached = self.tools.tools(&snapshot);
@@ -76,7 +76,7 @@ impl ToolBroker for Arc<BrokerService> {
         &self,
         request: Request<proto::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let caller = auth::caller(&request);
+        let caller = auth::caller(request.extensions());
         let (first, watcher) =
             Watcher::open(self.feed(), request.into_inner().servers, caller).map_err(refused)?;
         let rest = futures::stream::unfold(watcher, Watcher::next);

@@ -90,6 +90,29 @@ impl TracedClient {
         }
     }
 
+    /// POSTs `message` by `send` (one of rmcp's post methods) with the session's and the trace
+    /// headers, authorized, and its answer stream watched.
+    fn post<'a, Fut>(
+        &'a self,
+        (uri, message, session_id): (Arc<str>, ClientJsonRpcMessage, Option<Arc<str>>),
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        send: impl Fn(&'a reqwest::Client, Post, Option<String>) -> Fut + Send + Sync + 'a,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a
+    where
+        Fut: Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a,
+    {
+        let headers = with_trace(self.with_session_headers(custom_headers), &message);
+        let id = request_id(&message);
+        let watch = self.watch();
+        let response = self.authorized(
+            (uri, message, session_id, headers),
+            auth_header,
+            move |post, token| send(&self.client, post, token),
+        );
+        async move { watched(response.await, id, watch) }
+    }
+
     /// rmcp's own headers plus the session's, which win.
     fn with_session_headers(
         &self,
@@ -103,6 +126,14 @@ impl TracedClient {
 }
 
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// What a POST hands rmcp's client: the URI, the message, the session and the headers.
+type Post = (
+    Arc<str>,
+    ClientJsonRpcMessage,
+    Option<Arc<str>>,
+    HashMap<HeaderName, HeaderValue>,
+);
 
 /// The configured headers plus the message's trace context.
 fn with_trace(
@@ -191,23 +222,6 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     }
 }
 
-/// One of the wrapped client's POSTs of `message`, sent with the message's trace context as
-/// headers and with its answer stream watched (see [`watched`]).
-fn traced_post<'a, Fut>(
-    message: ClientJsonRpcMessage,
-    custom_headers: HashMap<HeaderName, HeaderValue>,
-    watch: Watch,
-    post: impl FnOnce(ClientJsonRpcMessage, HashMap<HeaderName, HeaderValue>) -> Fut,
-) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a
-where
-    Fut: Future<Output = Result<StreamableHttpPostResponse>> + Send + 'a,
-{
-    let headers = with_trace(custom_headers, &message);
-    let id = request_id(&message);
-    let response = post(message, headers);
-    async move { watched(response.await, id, watch) }
-}
-
 impl StreamableHttpClient for TracedClient {
     type Error = reqwest::Error;
 
@@ -219,19 +233,12 @@ impl StreamableHttpClient for TracedClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(
-            message,
-            self.with_session_headers(custom_headers),
-            self.watch(),
-            move |message, headers| {
-                self.authorized(
-                    (uri, message, session_id, headers),
-                    auth_header,
-                    move |(uri, message, session_id, headers), token| {
-                        self.client
-                            .post_message(uri, message, session_id, token, headers)
-                    },
-                )
+        self.post(
+            (uri, message, session_id),
+            auth_header,
+            custom_headers,
+            move |client, (uri, message, session_id, headers), token| {
+                client.post_message(uri, message, session_id, token, headers)
             },
         )
     }
@@ -245,24 +252,18 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(
-            message,
-            self.with_session_headers(custom_headers),
-            self.watch(),
-            move |message, headers| {
-                self.authorized(
-                    (uri, message, session_id, headers),
-                    auth_header,
-                    move |(uri, message, session_id, headers), token| {
-                        self.client.post_message_with_max_sse_event_size(
-                            uri,
-                            message,
-                            session_id,
-                            token,
-                            headers,
-                            max_sse_event_size,
-                        )
-                    },
+        self.post(
+            (uri, message, session_id),
+            auth_header,
+            custom_headers,
+            move |client, (uri, message, session_id, headers), token| {
+                client.post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    token,
+                    headers,
+                    max_sse_event_size,
                 )
             },
         )
@@ -277,19 +278,13 @@ impl StreamableHttpClient for TracedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse>> + Send + '_ {
-        traced_post(
-            message,
-            self.with_session_headers(custom_headers),
-            self.watch(),
-            move |message, headers| {
-                self.authorized(
-                    (uri, message, session_id, headers),
-                    auth_header,
-                    move |(uri, message, session_id, headers), token| {
-                        self.client.post_message_with_response_limits(
-                            uri, message, session_id, token, headers, limits,
-                        )
-                    },
+        self.post(
+            (uri, message, session_id),
+            auth_header,
+            custom_headers,
+            move |client, (uri, message, session_id, headers), token| {
+                client.post_message_with_response_limits(
+                    uri, message, session_id, token, headers, limits,
                 )
             },
         )

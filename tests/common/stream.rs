@@ -121,4 +121,19 @@ impl StreamCall {
         }))
         .await;
     }
+
+    /// Answers sampling request `id` with `result` (a JSON object) or, when `Err`, refuses it
+    /// with that message.
+    pub async fn answer_sampling(&self, id: &str, answer: Result<serde_json::Value, &str>) {
+        let (result_json, error) = match answer {
+            Ok(result) => (result.to_string(), String::new()),
+            Err(message) => (String::new(), message.to_owned()),
+        };
+        self.send(Message::SamplingResponse(proto::SamplingResponse {
+            id: id.into(),
+            result_json,
+            error,
+        }))
+        .await;
+    }
 }

@@ -47,14 +47,11 @@ import argparse
 import asyncio
 import json
 import math
-import socket
-import sys
 import time
 import warnings
 from typing import Annotated, Any
 
 import anyio
-import uvicorn
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -70,6 +67,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
+from serving import bind, serve
 
 # Sampling is deprecated as of protocol 2026-07-28; this fixture speaks the handshake era on purpose.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -223,20 +221,9 @@ def build() -> MCPServer:
 
 
 async def serve_http(server: MCPServer, port: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock = bind(port)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(http.serve(sockets=[sock]))
-    while not http.started:
-        if serving.done():
-            serving.result()
-            sys.exit("the server stopped before it started")
-        await asyncio.sleep(0.01)
-    print(json.dumps({"listening": True, "url": url}), flush=True)
-    await serving
+    await serve(server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"), sock, url)
 
 
 def main() -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
 import urllib.error
 import urllib.parse
@@ -35,13 +34,13 @@ import urllib.request
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
+from serving import bind, serve
 
 # Tools that need a scope beyond the endpoint's required ones.
 TOOL_SCOPES = {"admin_action": "admin"}
@@ -229,22 +228,11 @@ async def main() -> None:
     args = parser.parse_args()
 
     # Bind first: the resource URL (in the metadata and the tokens' audience) has the port in it.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
+    sock = bind(args.port)
     port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/mcp"
     app, _ = build(url, args.issuer, args.introspect, args.required_scopes)
-
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if serving.done():
-            serving.result()
-            sys.exit("the server stopped before it started")
-        await asyncio.sleep(0.01)
-    print(json.dumps({"listening": True, "url": url}), flush=True)
-    await serving
+    await serve(app, sock, url)
 
 
 if __name__ == "__main__":
