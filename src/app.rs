@@ -134,6 +134,9 @@ impl App {
         let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
         let (readiness, health) = follow_health(&broker, config, &tasks, &shutdown).await;
         let gate = Gate::new(self.credentials);
+        if let Some(addr) = config.mcp_listen {
+            crate::mcp_face::start(addr, broker.clone(), gate.clone(), shutdown.clone()).await?;
+        }
         tasks.spawn({
             let gate = gate.clone();
             async move { gate.prefetch().await }

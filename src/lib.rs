@@ -20,6 +20,7 @@ pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
 pub mod login;
+pub mod mcp_face;
 pub mod metrics;
 pub mod proto;
 pub mod rate_limits;

@@ -92,6 +92,8 @@ pub struct Config {
     pub listen: Option<SocketAddr>,
     /// Where Prometheus metrics are served; `None` = off.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where the MCP face (the catalog as one MCP server, streamable HTTP at `/mcp`) listens.
+    pub mcp_listen: Option<SocketAddr>,
     /// When the broker reports itself ready.
     pub readiness: Readiness,
     /// How long in-flight calls may run on after SIGTERM/SIGINT.
@@ -123,6 +125,7 @@ impl Default for Config {
         Self {
             listen: None,
             metrics_listen: None,
+            mcp_listen: None,
             readiness: Readiness::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_connection_age: None,

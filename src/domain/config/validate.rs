@@ -37,6 +37,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     let config = Config {
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
+        mcp_listen: check.socket_addr(top.mcp_listen, "mcp_listen"),
         readiness: check.readiness(top.readiness),
         shutdown_grace: check.duration(
             top.shutdown_grace,
