@@ -134,9 +134,6 @@ impl App {
         let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
         let (readiness, health) = follow_health(&broker, config, &tasks, &shutdown).await;
         let gate = Gate::new(self.credentials);
-        if let Some(addr) = config.mcp_listen {
-            crate::mcp_face::start(addr, broker.clone(), gate.clone(), shutdown.clone()).await?;
-        }
         tasks.spawn({
             let gate = gate.clone();
             async move { gate.prefetch().await }
@@ -147,6 +144,15 @@ impl App {
             Some(audit) => Some((AuditLog::open(audit)?, audit.clone())),
             None => None,
         };
+        if let Some(addr) = config.mcp_listen {
+            let parts = crate::mcp_face::Parts {
+                broker: broker.clone(),
+                gate: gate.clone(),
+                audit: audit.as_ref().map(|(log, _)| log.clone()),
+                shutdown: shutdown.clone(),
+            };
+            crate::mcp_face::start(addr, parts).await?;
+        }
         let service = Arc::new(BrokerService::new(
             broker.clone(),
             shutdown.clone(),

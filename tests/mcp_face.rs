@@ -1,75 +1,560 @@
-//! The MCP face (work in progress): the catalog served over streamable HTTP at `/mcp`, used by
-//! rmcp's client: tools listed and called through the broker, and the gate's 401.
+//! The MCP face: the catalog served over streamable HTTP at `/mcp`, used by real MCP clients
+//! (rmcp's, the Python SDK's): tools, resources and prompts; calls with progress, elicitation,
+//! list changes; the gate (401 and the protected-resource metadata), the token's ACL, audit
+//! and rates; Origin checks; protocol versions; trace context continued upstream.
 
 mod common;
 
-use common::{Broker, WAIT, demo, servers::free_port};
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{
+    Broker, WAIT, demo,
+    issuer::{self, Key},
+    servers::free_port,
+};
 use rmcp::{
-    ServiceExt as _,
-    model::CallToolRequestParams,
+    ClientHandler, ErrorData, RoleClient, ServiceExt as _,
+    model::{
+        CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+        ElicitationAction, GetPromptRequestParams, ProgressNotificationParam,
+        ReadResourceRequestParams, ResourceContents,
+    },
+    service::{NotificationContext, RequestContext, RunningService},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
+use serde_json::{Map, Value, json};
+use toolbroker::proto;
 
-async fn face(auth: Option<serde_json::Value>) -> (Broker, String) {
+/// A broker serving the demo server (prefix `d_`) on a face; the face's URL.
+async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker, String) {
     let port = free_port();
-    let mut builder = Broker::builder()
+    let builder = Broker::builder()
         .server(demo("demo").prefix("d_"))
         .top("mcp_listen", format!("127.0.0.1:{port}"));
-    if let Some(auth) = auth {
-        builder = builder.top("auth", auth).env("ALICE", "alice-token");
-    }
-    let broker = builder.start().await;
+    let broker = extra(builder).start().await;
     broker.wait_ready().await;
     (broker, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-#[tokio::test]
-async fn tools_are_listed_and_called_through_the_face() {
-    let (_broker, url) = face(None).await;
+/// What the test client saw: progress, list changes; it answers questions with `answer`.
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<f64>>>,
+    tools_changed: Arc<tokio::sync::Notify>,
+    answer: Option<String>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("face-test", "1"),
+        )
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params.progress);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        Ok(match &self.answer {
+            Some(answer) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({"answer": format!("{answer} (to {message})")})),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+}
+
+async fn connect(
+    url: &str,
+    token: Option<&str>,
+    client: Client,
+) -> RunningService<RoleClient, Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let transport = StreamableHttpClientTransport::from_uri(url);
-    let client = tokio::time::timeout(WAIT, ().serve(transport))
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    tokio::time::timeout(
+        WAIT,
+        client.serve(StreamableHttpClientTransport::from_config(config)),
+    )
+    .await
+    .expect("initialized in time")
+    .expect("initialized")
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    value.as_object().expect("an object").clone()
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned()).with_arguments(object(arguments))
+}
+
+#[tokio::test]
+async fn the_catalog_is_served_and_calls_relay_progress_questions_and_list_changes() {
+    let (broker, url) = face(|b| b).await;
+    let client = Client {
+        answer: Some("blue".into()),
+        ..Client::default()
+    };
+    let session = connect(&url, None, client.clone()).await;
+
+    // The same tools as gRPC ListTools, with their raw schemas.
+    let mut listed: Vec<String> = session
+        .list_all_tools()
         .await
-        .expect("initialized in time")
-        .expect("initialized");
-    let tools = client.list_all_tools().await.expect("tools/list");
-    assert!(tools.iter().any(|t| t.name == "d_echo"), "{tools:?}");
-    let params = CallToolRequestParams::new("d_echo").with_arguments(
-        serde_json::json!({"message": "through the face"})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
-    let result = client.call_tool(params).await.expect("tools/call");
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let mut grpc: Vec<String> = broker
+        .client
+        .clone()
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    listed.sort();
+    grpc.sort();
+    assert_eq!(listed, grpc);
+    let echo = session
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "d_echo")
+        .unwrap();
+    assert_eq!(echo.input_schema["required"], json!(["message"]));
+
+    let result = session
+        .call_tool(call("d_echo", json!({"message": "through the face"})))
+        .await
+        .unwrap();
     assert_eq!(
         result.content[0].as_text().unwrap().text,
         "through the face"
     );
-    let prompts = client.list_all_prompts().await.expect("prompts/list");
+
+    // Progress with the client's token, all of it before the answer.
+    // (rmcp's client gives every request a progress token.)
+    let slept = session
+        .call_tool(call("d_sleep", json!({"ms": 300, "steps": 4})))
+        .await
+        .unwrap();
+    assert_ne!(slept.is_error, Some(true), "{slept:?}");
+    assert_eq!(*client.progress.lock().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+
+    // A question from the server reaches this client, and its answer the tool.
+    let asked = session
+        .call_tool(call("d_ask", json!({"question": "Which colour?"})))
+        .await
+        .unwrap();
+    let text = &asked.content[0].as_text().unwrap().text;
+    assert!(text.contains("blue (to Which colour?)"), "{text}");
+
+    // Resources (text, the blob byte-exact against gRPC, a templated URI) and a prompt.
+    let resources = session.list_all_resources().await.unwrap();
     assert!(
-        prompts.iter().any(|p| p.name == "d_summarize"),
-        "{prompts:?}"
+        resources.iter().any(|r| r.uri == "demo://readme"),
+        "{resources:?}"
     );
+    let templates = session.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates[0].uri_template, "demo://echo/{text}");
+    let read = |uri: &str| session.read_resource(ReadResourceRequestParams::new(uri.to_owned()));
+    let ResourceContents::BlobResourceContents { blob, .. } =
+        &read("demo://logo.png").await.unwrap().contents[0]
+    else {
+        panic!("a blob")
+    };
+    let bytes = base64_decode(blob);
+    let via_grpc = broker
+        .client
+        .clone()
+        .read_resource(proto::ReadResourceRequest {
+            server: "demo".into(),
+            uri: "demo://logo.png".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(proto::resource_contents::Contents::Blob(expected)) = &via_grpc.contents[0].contents
+    else {
+        panic!("a blob over gRPC")
+    };
+    assert_eq!(&bytes, expected);
+    let ResourceContents::TextResourceContents { text, .. } =
+        &read("demo://echo/hello").await.unwrap().contents[0]
+    else {
+        panic!("text")
+    };
+    assert!(text.contains("hello"), "{text}");
+    let missing = read("demo://nothing").await.unwrap_err().to_string();
+    assert!(
+        missing.contains("-32002") || missing.contains("no resource"),
+        "{missing}"
+    );
+    let prompt = session
+        .get_prompt(
+            GetPromptRequestParams::new("d_summarize")
+                .with_arguments(object(json!({"topic": "a long story"}))),
+        )
+        .await
+        .unwrap();
+    assert!(format!("{:?}", prompt.messages).contains("a long story"));
+
+    // A tool appears upstream: the client is told its list changed, and lists it.
+    session
+        .call_tool(call("d_add_tool", json!({"name": "fresh"})))
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, client.tools_changed.notified())
+        .await
+        .expect("tools/list_changed");
+    let tools = session.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "d_fresh"), "{tools:?}");
+
+    // An unknown tool is a protocol error naming it.
+    let unknown = session
+        .call_tool(call("d_nothing", json!({})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(unknown.contains("d_nothing"), "{unknown}");
+    session.cancel().await.unwrap();
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
+
+/// The audit file's lines, once it holds `count`.
+async fn audit_lines(path: &Path, count: usize) -> Vec<Value> {
+    for _ in 0..500 {
+        let lines: Vec<Value> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        if lines.len() >= count {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} never held {count} lines", path.display())
 }
 
 #[tokio::test]
-async fn without_a_valid_token_the_face_answers_401() {
-    let auth = serde_json::json!({"tokens": [{"name": "alice", "value_env": "ALICE"}]});
-    let (_broker, url) = face(Some(auth)).await;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = Key::generate("k1");
+    let audit = dir.path().join("audit.jsonl");
+    let auth = json!({
+        "tokens": [
+            {"name": "alice", "value_env": "ALICE"},
+            {"name": "narrow", "value_env": "NARROW", "tools": ["d_echo", "r_echo"]},
+        ],
+        "jwt": {
+            "issuer": issuer::ISSUER,
+            "audience": issuer::AUDIENCE,
+            "jwks_file": issuer::jwks_file(dir.path(), &[&key]),
+        },
+    });
+    let audit_config = json!({"file": audit.to_str().unwrap()});
+    let (_broker, url) = face(|b| {
+        b.server(demo("rated").prefix("r_").set("caller_rate", "1/h"))
+            .top("auth", auth)
+            .top("audit", audit_config)
+            .env("ALICE", "alice-token")
+            .env("NARROW", "narrow-token")
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let ping = |token: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+
+    // No token, or a wrong one: 401 naming the protected-resource metadata.
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp");
+    let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    let refused = ping(None).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        refused.headers()["www-authenticate"],
+        format!(r#"Bearer resource_metadata="{metadata_url}""#).as_str()
+    );
+    let wrong = ping(Some("nobody")).await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let challenge = wrong.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(r#"error="invalid_token""#),
+        "{challenge}"
+    );
+    let metadata: Value = http
+        .get(&metadata_url)
         .send()
         .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
-    assert_eq!(response.status(), 401);
-    assert_eq!(response.headers()["www-authenticate"], "Bearer");
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header("alice-token");
-    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
-    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    assert_eq!(metadata["resource"], url);
+    assert_eq!(metadata["authorization_servers"], json!([issuer::ISSUER]));
+
+    // A JWT from the configured issuer is a caller too.
+    let jwt = key.token("carol", json!({}));
+    let carol = connect(&url, Some(&jwt), Client::default()).await;
+    assert!(!carol.list_all_tools().await.unwrap().is_empty());
+
+    // The token's ACL: only its tools are listed, others cannot be called.
+    let narrow = connect(&url, Some("narrow-token"), Client::default()).await;
+    let names: Vec<String> = narrow
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["d_echo", "r_echo"]);
+    let denied = narrow
+        .call_tool(call("d_add", json!({"a": 1, "b": 2})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(denied.contains("d_add"), "{denied}");
+
+    // The caller's rate: the second call in the hour is refused, as a tool error the model
+    // reads.
+    let first = narrow
+        .call_tool(call("r_echo", json!({"message": "one"})))
+        .await
+        .unwrap();
+    assert_ne!(first.is_error, Some(true));
+    let second = narrow
+        .call_tool(call("r_echo", json!({"message": "two"})))
+        .await
+        .unwrap();
+    assert_eq!(second.is_error, Some(true), "{second:?}");
+    let said = &second.content[0].as_text().unwrap().text;
+    assert!(said.contains("rate"), "{said}");
+
+    // Every call is audited, as over gRPC.
+    let lines = audit_lines(&audit, 3).await;
+    let codes: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l["tool"].as_str().unwrap(), l["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("d_add", "PERMISSION_DENIED"),
+            ("r_echo", "OK"),
+            ("r_echo", "RESOURCE_EXHAUSTED")
+        ]
+    );
+    assert!(lines.iter().all(|l| l["caller"] == "narrow"), "{lines:?}");
+}
+
+/// One JSON-RPC request to the face; the HTTP status and the answer (from JSON or SSE).
+async fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, Option<Value>, reqwest::header::HeaderMap) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.body(body.to_string()).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let answer = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .chain(std::iter::once(text.trim()))
+        .find_map(|data| {
+            serde_json::from_str::<Value>(data)
+                .ok()
+                .filter(|v| v.get("id").is_some())
+        });
+    (status, answer, headers)
+}
+
+fn initialize(version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }})
+}
+
+#[tokio::test]
+async fn versions_origins_and_trace_context_are_handled_as_the_spec_says() {
+    let (_broker, url) = face(|b| b).await;
+
+    // Each version the face speaks is agreed to; an unknown one gets the newest it has.
+    for version in ["2025-06-18", "2025-11-25"] {
+        let (status, answer, _) = post(&url, &[], initialize(version)).await;
+        assert_eq!(status, 200, "{version}");
+        assert_eq!(answer.unwrap()["result"]["protocolVersion"], version);
+    }
+    let (_, answer, _) = post(&url, &[], initialize("2099-01-01")).await;
+    assert_eq!(answer.unwrap()["result"]["protocolVersion"], "2025-11-25");
+    // 2026-07-28 has no initialize: the version rides on each request.
+    let (status, answer, _) = post(
+        &url,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer:?}");
+    let tools = answer.unwrap()["result"]["tools"].clone();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "d_echo"),
+        "{tools}"
+    );
+
+    // A page from another origin is refused (DNS rebinding); one from this machine is not.
+    let (status, _, _) = post(
+        &url,
+        &[("origin", "http://evil.example")],
+        initialize("2025-11-25"),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _, _) = post(
+        &url,
+        &[("origin", "http://localhost:3000")],
+        initialize("2025-11-25"),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // Trace context from `_meta`, or else from the HTTP headers, reaches the server.
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let session = connect(&url, None, Client::default()).await;
+    let mut params = call("d_echo_meta", json!({}));
+    params.meta = Some(serde_json::from_value(json!({"traceparent": traceparent})).unwrap());
+    let result = session.call_tool(params).await.unwrap();
+    let meta: Value = serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap();
+    assert_eq!(meta["traceparent"], traceparent);
+
+    let (_, answer, headers) = post(&url, &[], initialize("2025-11-25")).await;
+    assert!(answer.is_some());
+    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let common = [
+        ("mcp-session-id", id.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    post(
+        &url,
+        &common,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let mut with_header = common.to_vec();
+    with_header.push(("traceparent", traceparent));
+    let (_, answer, _) = post(
+        &url,
+        &with_header,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "d_echo_meta", "arguments": {}}}),
+    )
+    .await;
+    let text = answer.unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let meta: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(meta["traceparent"], traceparent);
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_lists_calls_and_sees_progress() {
+    let (_broker, url) = face(|b| b).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/face_client.py");
+    let run = tokio::process::Command::new(common::python::python())
+        .arg(script)
+        .arg(&url)
+        .kill_on_drop(true)
+        .output();
+    let ran = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the Python client finished in time")
+        .unwrap();
+    let output = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let seen: Value =
+        serde_json::from_str(output.trim()).unwrap_or_else(|e| panic!("{e}: {output}"));
+    assert!(
+        seen["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "d_echo"),
+        "{seen}"
+    );
+    assert_eq!(seen["echo"], "from python");
+    assert_eq!(seen["progress"], json!([1.0, 2.0, 3.0]));
+    assert_eq!(seen["prompt"], "d_summarize");
 }

@@ -61,6 +61,11 @@ struct UrlKeys {
 }
 
 impl JwtVerifier {
+    /// The issuer tokens must name.
+    pub fn issuer(&self) -> &str {
+        &self.spec.issuer
+    }
+
     /// A verifier for `spec`; a `jwks_file` is read now, and a problem with it is an error at
     /// `auth.jwt.jwks_file`.
     pub fn load(spec: &JwtSpec) -> Result<Self, ConfigError> {

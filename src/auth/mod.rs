@@ -141,6 +141,12 @@ impl Gate {
             .clone()
     }
 
+    /// The issuer of the JWTs callers present, when JWTs are configured (the MCP face names it
+    /// as the authorization server in its protected-resource metadata).
+    pub fn issuer(&self) -> Option<String> {
+        Some(self.credentials().jwt.as_ref()?.issuer().to_owned())
+    }
+
     /// Fetches a JWKS URL's keys now, so that the first caller does not wait for them.
     pub async fn prefetch(&self) {
         if let Some(jwt) = &self.credentials().jwt {

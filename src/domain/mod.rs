@@ -19,3 +19,4 @@ pub mod request_error;
 pub mod schema;
 pub mod state;
 pub mod tool;
+pub mod uri_template;

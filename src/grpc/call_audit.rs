@@ -41,33 +41,46 @@ impl Draft {
             (None, Some(caller)) => Some(caller.key.id.clone()),
             (None, None) => Some(Caller::anyone().key.id),
         };
-        let arguments = with_arguments.then(|| {
-            let sent = match &call.arguments {
-                Some(structured) => convert::struct_to_json(structured.clone())
-                    .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
-                None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
-                None => serde_json::from_str(&call.arguments_json)
-                    .unwrap_or_else(|_| serde_json::Value::String(call.arguments_json.clone())),
-            };
-            audited_arguments(sent)
+        let arguments = with_arguments.then(|| match &call.arguments {
+            Some(structured) => convert::struct_to_json(structured.clone())
+                .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
+            None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
+            None => serde_json::from_str(&call.arguments_json)
+                .unwrap_or_else(|_| serde_json::Value::String(call.arguments_json.clone())),
         });
+        Self::of(
+            caller,
+            call.name.clone(),
+            crate::telemetry::current_trace_id(metadata),
+            arguments,
+        )
+    }
+
+    /// A line begun now for a call of `tool` by `caller` (none if refused at the gate), in
+    /// trace `trace_id`, with `arguments` (as sent) when they are audited.
+    pub fn of(
+        caller: Option<String>,
+        tool: String,
+        trace_id: Option<String>,
+        arguments: Option<serde_json::Value>,
+    ) -> Self {
         Self {
             ts: SystemTime::now(),
             started: Instant::now(),
             caller,
-            tool: call.name.clone(),
-            trace_id: crate::telemetry::current_trace_id(metadata),
-            arguments,
+            tool,
+            trace_id,
+            arguments: arguments.map(audited_arguments),
         }
     }
 
     fn finish(
         self,
-        result: Option<&Result<proto::CallToolResponse, RequestError>>,
+        result: Option<Result<Answered<'_>, &RequestError>>,
         owner: impl FnOnce(&str) -> Option<String>,
     ) -> AuditEntry {
         let (code, is_error, server) = match result {
-            Some(Ok(response)) => ("OK", response.is_error, Some(response.server.clone())),
+            Some(Ok(answered)) => ("OK", answered.is_error, Some(answered.server.to_owned())),
             Some(Err(error)) => (code_name(error), false, owner(&self.tool)),
             // The caller went away (cancelled, or its deadline passed) before the answer.
             None => ("CANCELLED", false, owner(&self.tool)),
@@ -86,6 +99,14 @@ impl Draft {
     }
 }
 
+/// A call that was answered: whether the tool reported an error, and the server that ran it.
+pub struct Answered<'a> {
+    /// The tool ran and reported an error.
+    pub is_error: bool,
+    /// The configured name of the server that ran it.
+    pub server: &'a str,
+}
+
 /// An audit line still to be written: by [`Pending::finish`], or when dropped unfinished (the
 /// caller went away and tonic dropped the call), as `CANCELLED`.
 pub struct Pending<'a> {
@@ -99,7 +120,15 @@ pub struct Pending<'a> {
 
 impl Pending<'_> {
     /// Writes the line with the call's outcome.
-    pub fn finish(mut self, result: &Result<proto::CallToolResponse, RequestError>) {
+    pub fn finish(self, result: &Result<proto::CallToolResponse, RequestError>) {
+        self.finish_with(result.as_ref().map(|response| Answered {
+            is_error: response.is_error,
+            server: &response.server,
+        }));
+    }
+
+    /// Writes the line with the call's outcome, however it is answered.
+    pub fn finish_with(mut self, result: Result<Answered<'_>, &RequestError>) {
         if let Some(draft) = self.draft.take() {
             self.audit
                 .record(draft.finish(Some(result), |tool| self.broker.owner(tool)));

@@ -3,7 +3,7 @@
 
 mod authenticate;
 pub mod broker_service;
-mod call_audit;
+pub mod call_audit;
 mod call_context;
 mod call_stream;
 pub mod convert;

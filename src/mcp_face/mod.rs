@@ -1,21 +1,17 @@
-//! The MCP face (issue 18, work in progress): the broker's catalog served as one MCP server over
-//! streamable HTTP at `/mcp` (rmcp's server side), to MCP-native clients, behind the same auth
-//! gate as the gRPC port. Tools, resources and prompts come from the broker; a `tools/call`
-//! runs as a streaming broker call whose progress and questions are relayed to the client that
-//! made it.
+//! The MCP face: the broker's catalog served as one MCP server over streamable HTTP at `/mcp`
+//! (rmcp's server side), to MCP-native clients, behind the same auth gate as the gRPC port.
+//! Tools, resources and prompts come from the broker; a `tools/call` runs as a streaming
+//! broker call whose progress and questions are relayed to the client that made it.
 
+mod access;
+mod changes;
+pub mod convert;
 mod handler;
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use axum::{
-    Router,
-    extract::{Request, State},
-    http::{HeaderValue, StatusCode, header},
-    middleware::{self, Next},
-    response::{IntoResponse, Response},
-};
+use axum::{Router, middleware, routing::get};
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -23,37 +19,69 @@ use rmcp::transport::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{auth::Gate, broker::Broker};
+use crate::{audit::AuditLog, auth::Gate, broker::Broker};
 
+pub use changes::Stale;
 pub use handler::Face;
 
-/// Serves the MCP face on `addr` until `shutdown`; the address it listens on.
-pub async fn start(
-    addr: SocketAddr,
-    broker: Broker,
-    gate: Gate,
-    shutdown: CancellationToken,
-) -> anyhow::Result<SocketAddr> {
+/// Browser origins accepted on a loopback face: pages served from this machine. Any other
+/// origin is refused, so that a web page cannot reach the face through DNS rebinding.
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// What the face serves from.
+pub struct Parts {
+    /// The catalog and the calls.
+    pub broker: Broker,
+    /// Who may call.
+    pub gate: Gate,
+    /// Where calls are audited, if they are.
+    pub audit: Option<AuditLog>,
+    /// Ends the face (and every client's session).
+    pub shutdown: CancellationToken,
+}
+
+/// Serves the MCP face on `addr` until `parts.shutdown`; the address it listens on.
+pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("mcp_listen: cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    let shutdown = parts.shutdown.clone();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
-    // Host checks against DNS rebinding stay on for loopback; other addresses are reached by
-    // other names.
-    if !addr.ip().is_loopback() {
-        config = config.disable_allowed_hosts();
-    }
-    let face = Face::new(broker);
+    // Host and Origin checks against DNS rebinding on loopback; a face on another address is
+    // reached by names and from origins only its operator knows.
+    config = if addr.ip().is_loopback() {
+        config.with_allowed_origins(LOOPBACK_ORIGINS)
+    } else {
+        config.disable_allowed_hosts()
+    };
+    let face = Face::new(parts.broker, parts.audit, shutdown.clone());
     let service = StreamableHttpService::new(
         move || Ok(face.clone()),
         LocalSessionManager::default().into(),
         config,
     );
+    let gate = parts.gate;
     let router = Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(gate, admit));
+        .layer(middleware::from_fn_with_state(gate.clone(), access::admit))
+        .merge(
+            Router::new()
+                .route(access::METADATA_PATH, get(access::metadata))
+                .route(
+                    "/.well-known/oauth-protected-resource",
+                    get(access::metadata),
+                )
+                .with_state(gate),
+        );
     tracing::info!(addr = %local, "MCP face listening at /mcp");
     tokio::spawn(async move {
         let serving =
@@ -63,22 +91,4 @@ pub async fn start(
         }
     });
     Ok(local)
-}
-
-/// The gate: a caller it admits goes on with its [`Caller`](crate::auth::Caller) in the
-/// request's extensions; anyone else gets 401 with `WWW-Authenticate: Bearer`.
-async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    match gate.admit(request.headers(), None).await {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(error) => {
-            let mut refused = (StatusCode::UNAUTHORIZED, error.to_string()).into_response();
-            refused
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            refused
-        }
-    }
 }

@@ -1,0 +1,104 @@
+//! `notifications/{tools,resources,prompts}/list_changed` for one connected MCP client: the
+//! catalog's events, reduced to the lists this client sees that changed, a burst of events
+//! sent as one notification per list.
+
+use std::{future::Future, time::Duration};
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    auth::Caller,
+    broker::Broker,
+    domain::catalog::{Change, Event},
+};
+
+/// Which lists a client should fetch again.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stale {
+    /// `tools/list`.
+    pub tools: bool,
+    /// `resources/list` and `resources/templates/list`.
+    pub resources: bool,
+    /// `prompts/list`.
+    pub prompts: bool,
+}
+
+impl Stale {
+    /// Everything (the client fell behind the events).
+    const ALL: Stale = Stale {
+        tools: true,
+        resources: true,
+        prompts: true,
+    };
+
+    /// Adds what `event` makes stale for `caller`.
+    pub fn add(&mut self, event: &Event, caller: &Caller) {
+        match &event.change {
+            Change::Tools(_, change) => {
+                self.tools |= change
+                    .added
+                    .iter()
+                    .chain(&change.updated)
+                    .map(|tool| tool.name.as_str())
+                    .chain(change.removed.iter().map(|name| name.as_str()))
+                    .any(|name| caller.may_use(name));
+            }
+            Change::Resources(server) => self.resources |= caller.may_read(server.as_str()),
+            Change::Prompts(_) => self.prompts = true,
+            // A server's state alone changes no list: its tools come and go as Tools events.
+            Change::Server(_) => {}
+        }
+    }
+
+    fn any(self) -> bool {
+        self.tools || self.resources || self.prompts
+    }
+}
+
+/// How often a quiet follower checks that its client is still there.
+const GONE_CHECK: Duration = Duration::from_secs(15);
+
+/// Sends `notify` what goes stale for `caller` as the catalog changes, until `stop`, until
+/// `gone` says the client left, or until `notify` says it could not reach it.
+pub async fn follow<F, Fut>(
+    broker: &Broker,
+    caller: &Caller,
+    stop: CancellationToken,
+    gone: impl Fn() -> bool,
+    notify: F,
+) where
+    F: Fn(Stale) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let (_, mut events, _watching) = broker.subscribe();
+    let mut check = tokio::time::interval(GONE_CHECK);
+    loop {
+        let mut stale = Stale::default();
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = check.tick() => {
+                if gone() {
+                    return;
+                }
+                continue;
+            }
+            received = events.recv() => match received {
+                Ok(event) => stale.add(&event, caller),
+                Err(RecvError::Lagged(_)) => stale = Stale::ALL,
+                Err(RecvError::Closed) => return,
+            },
+        }
+        // The rest of a burst (a server coming back changes tools, resources and prompts).
+        loop {
+            match events.try_recv() {
+                Ok(event) => stale.add(&event, caller),
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => stale = Stale::ALL,
+                Err(_) => break,
+            }
+        }
+        if stale.any() && !notify(stale).await {
+            return;
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The broker's catalog entries as MCP declares them: tools (exposed names, raw schemas,
+//! annotations), resources, templates and prompts. Pure.
+
+use std::sync::Arc;
+
+use rmcp::model::{Prompt, PromptArgument, Resource, ResourceTemplate, Tool, ToolAnnotations};
+use serde_json::Value;
+
+use crate::domain::{
+    offer::{ExposedPrompt, ResourceSpec, TemplateSpec},
+    tool::ExposedTool,
+};
+
+/// An exposed tool: its exposed name, its schemas exactly as its server sent them, its hints.
+pub fn tool(exposed: &ExposedTool) -> Tool {
+    let spec = &exposed.spec;
+    let schema = match spec.input_schema.as_ref() {
+        Value::Object(object) => object.clone(),
+        _ => Default::default(),
+    };
+    let mut tool = Tool::new(
+        exposed.name.to_string(),
+        spec.description.clone(),
+        Arc::new(schema),
+    );
+    if let Some(Ok(Value::Object(output))) = spec
+        .output_schema_json
+        .as_deref()
+        .map(serde_json::from_str::<Value>)
+    {
+        tool.output_schema = Some(Arc::new(output));
+    }
+    let hints = &spec.annotations;
+    let mut annotations = ToolAnnotations::default();
+    annotations.title = hints.title.clone();
+    annotations.read_only_hint = hints.read_only;
+    annotations.destructive_hint = hints.destructive;
+    annotations.idempotent_hint = hints.idempotent;
+    annotations.open_world_hint = hints.open_world;
+    if annotations != ToolAnnotations::default() {
+        tool.annotations = Some(annotations);
+    }
+    tool
+}
+
+/// A listed resource.
+pub fn resource(spec: &ResourceSpec) -> Resource {
+    let mut resource = Resource::new(spec.uri.clone(), spec.name.clone());
+    resource.title = spec.title.clone();
+    resource.description = spec.description.clone();
+    resource.mime_type = spec.mime_type.clone();
+    resource.size = spec.size;
+    resource
+}
+
+/// A listed resource template.
+pub fn template(spec: &TemplateSpec) -> ResourceTemplate {
+    let mut template = ResourceTemplate::new(spec.uri_template.clone(), spec.name.clone());
+    template.title = spec.title.clone();
+    template.description = spec.description.clone();
+    template.mime_type = spec.mime_type.clone();
+    template
+}
+
+/// A prompt, by its exposed name.
+pub fn prompt(prompt: &ExposedPrompt) -> Prompt {
+    let arguments = prompt
+        .spec
+        .arguments
+        .iter()
+        .map(|argument| {
+            let mut out =
+                PromptArgument::new(argument.name.clone()).with_required(argument.required);
+            out.description = argument.description.clone();
+            out
+        })
+        .collect();
+    let mut out = Prompt::new(
+        prompt.name.clone(),
+        prompt.spec.description.clone(),
+        Some(arguments),
+    );
+    out.title = prompt.spec.title.clone();
+    out
+}
