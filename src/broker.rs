@@ -11,8 +11,10 @@ use std::{
 };
 
 use rmcp::model::{
-    CallToolResult, ClientRequest, GetPromptRequest, GetPromptRequestParams, GetPromptResult,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResult, ServerResult,
+    CallToolResult, ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult,
+    GetPromptRequest, GetPromptRequestParams, GetPromptResult, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, ServerResult, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
@@ -84,6 +86,20 @@ struct Inner {
     snapshots: watch::Sender<Arc<Snapshot>>,
     events: broadcast::Sender<Arc<Event>>,
     watchers: AtomicUsize,
+    /// `notifications/resources/updated` of every server, for the MCP face's subscribers.
+    updates: broadcast::Sender<Arc<ResourceUpdated>>,
+    /// How many subscribers each (server, URI) has: subscribed upstream from the first,
+    /// unsubscribed after the last.
+    subscribers: Mutex<HashMap<(ServerName, String), usize>>,
+}
+
+/// A server said one of its resources changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUpdated {
+    /// The server.
+    pub server: ServerName,
+    /// The resource.
+    pub uri: String,
 }
 
 /// Held by each Watch stream; counts it while it lives.
@@ -108,12 +124,15 @@ impl Broker {
         };
         let (snapshots, _) = watch::channel(Arc::new(state.clone()));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (updates, _) = broadcast::channel(EVENT_BUFFER);
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(state),
                 snapshots,
                 events,
                 watchers: AtomicUsize::new(0),
+                updates,
+                subscribers: Mutex::default(),
             }),
         }
     }
@@ -288,6 +307,108 @@ impl Broker {
         }
     }
 
+    /// Every `notifications/resources/updated` from now on.
+    pub fn resource_updates(&self) -> broadcast::Receiver<Arc<ResourceUpdated>> {
+        self.inner.updates.subscribe()
+    }
+
+    /// Subscribes to `server`'s resource `uri` (upstream, for its first subscriber).
+    #[expect(
+        deprecated,
+        reason = "servers before MCP 2026-07-28 take resources/subscribe"
+    )]
+    pub async fn subscribe_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        caller: &dyn CallerValues,
+    ) -> Result<(), RequestError> {
+        let upstream = self.ready(server)?;
+        let key = (upstream.server().clone(), uri.to_owned());
+        let first = {
+            let mut subscribers = self.subscribers();
+            let count = subscribers.entry(key.clone()).or_default();
+            *count += 1;
+            *count == 1
+        };
+        if !first {
+            return Ok(());
+        }
+        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+            SubscribeRequestParams::new(uri),
+        ));
+        let subscribed = upstream.request(caller, request, upstream.timeout()).await;
+        if subscribed.is_err() {
+            self.forget(&key);
+        }
+        subscribed.map(|_| ())
+    }
+
+    /// Drops one subscriber of `server`'s `uri` (and the upstream subscription after the last).
+    #[expect(
+        deprecated,
+        reason = "servers before MCP 2026-07-28 take resources/unsubscribe"
+    )]
+    pub async fn unsubscribe_resource(&self, server: &str, uri: &str, caller: &dyn CallerValues) {
+        let Ok(upstream) = self.ready(server) else {
+            return;
+        };
+        if !self.forget(&(upstream.server().clone(), uri.to_owned())) {
+            return;
+        }
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+            UnsubscribeRequestParams::new(uri),
+        ));
+        if let Err(error) = upstream.request(caller, request, upstream.timeout()).await {
+            tracing::debug!(%server, uri, %error, "unsubscribing failed");
+        }
+    }
+
+    /// One subscriber fewer; whether it was the last.
+    fn forget(&self, key: &(ServerName, String)) -> bool {
+        let mut subscribers = self.subscribers();
+        match subscribers.get_mut(key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                subscribers.remove(key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, HashMap<(ServerName, String), usize>> {
+        self.inner
+            .subscribers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks `server` for completions of an argument of one of its prompts or resource
+    /// templates (`params.ref` already names it as the server knows it).
+    pub async fn complete(
+        &self,
+        server: &str,
+        params: CompleteRequestParams,
+        caller: &dyn CallerValues,
+    ) -> Result<CompleteResult, RequestError> {
+        let upstream = self.ready(server)?;
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
+        match upstream
+            .request(caller, request, upstream.timeout())
+            .await?
+        {
+            ServerResult::CompleteResult(result) => Ok(result),
+            _ => Err(RequestError::BadResult {
+                server: upstream.server().clone(),
+                reason: "it answered completion/complete with something else".into(),
+            }),
+        }
+    }
+
     /// The call handle of a READY server; why not, otherwise.
     fn ready(&self, server: &str) -> Result<Upstream, RequestError> {
         let snapshot = self.snapshot();
@@ -368,6 +489,14 @@ impl Reporter for Broker {
                 .catalog
                 .apply(Update::Resources(server.clone(), resources))
         });
+    }
+
+    fn resource_updated(&self, server: &ServerName, uri: String) {
+        // No receivers is fine: nobody subscribed through the face.
+        let _ = self.inner.updates.send(Arc::new(ResourceUpdated {
+            server: server.clone(),
+            uri,
+        }));
     }
 
     fn prompts(&self, server: &ServerName, prompts: Vec<PromptSpec>) {

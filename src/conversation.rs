@@ -16,7 +16,7 @@ use std::sync::{
 
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ProgressNotificationParam,
+    LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use tokio::{
     sync::{Notify, mpsc, oneshot},
@@ -34,6 +34,8 @@ const EVENT_BUFFER: usize = 256;
 pub enum Interaction {
     /// A progress notification of the call.
     Progress(ProgressNotificationParam),
+    /// A log message the server sent during the call.
+    Log(LoggingMessageNotificationParam),
     /// The server asks the user; the answer goes back by `answer`.
     Elicit {
         /// What the server asked.
@@ -155,6 +157,11 @@ impl Conversation {
     pub fn progress(&self, params: ProgressNotificationParam) {
         let _ = self.events.try_send(Interaction::Progress(params));
         self.pulse.signal();
+    }
+
+    /// A log message for the client; dropped if the client is far behind.
+    pub fn log(&self, params: LoggingMessageNotificationParam) {
+        let _ = self.events.try_send(Interaction::Log(params));
     }
 
     /// Shows the client a request of the server; false if the client is gone.

@@ -3,6 +3,10 @@
 //! list changes; the gate (401 and the protected-resource metadata), the token's ACL, audit
 //! and rates; Origin checks; protocol versions; trace context continued upstream.
 
+// Logging and resources/subscribe are deprecated by MCP 2026-07-28 (SEP-2577) but are what
+// clients before it use.
+#![expect(deprecated, reason = "the face serves clients before MCP 2026-07-28")]
+
 mod common;
 
 use std::{
@@ -12,7 +16,7 @@ use std::{
 };
 
 use common::{
-    Broker, WAIT, demo,
+    Broker, STARTUP, WAIT, demo, everything, interactive,
     issuer::{self, Key},
     servers::free_port,
 };
@@ -20,8 +24,10 @@ use rmcp::{
     ClientHandler, ErrorData, RoleClient, ServiceExt as _,
     model::{
         CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-        ElicitationAction, GetPromptRequestParams, ProgressNotificationParam,
-        ReadResourceRequestParams, ResourceContents,
+        ElicitationAction, GetPromptRequestParams, LoggingLevel, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ReadResourceRequestParams, ResourceContents,
+        ResourceUpdatedNotificationParam, SetLevelRequestParams, SubscribeRequestParams,
+        UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, RunningService},
     transport::{
@@ -42,11 +48,14 @@ async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker
     (broker, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-/// What the test client saw: progress, list changes; it answers questions with `answer`.
+/// What the test client saw: progress, list changes, log messages, resource updates; it
+/// answers questions with `answer`.
 #[derive(Clone, Default)]
 struct Client {
     progress: Arc<Mutex<Vec<f64>>>,
     tools_changed: Arc<tokio::sync::Notify>,
+    logs: Arc<Mutex<Vec<(String, Value)>>>,
+    updated: Arc<Mutex<Vec<String>>>,
     answer: Option<String>,
 }
 
@@ -69,6 +78,24 @@ impl ClientHandler for Client {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level).unwrap();
+        let level = level.as_str().unwrap().to_owned();
+        self.logs.lock().unwrap().push((level, params.data));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
     }
 
     async fn create_elicitation(
@@ -557,4 +584,81 @@ async fn the_python_sdk_client_lists_calls_and_sees_progress() {
     assert_eq!(seen["echo"], "from python");
     assert_eq!(seen["progress"], json!([1.0, 2.0, 3.0]));
     assert_eq!(seen["prompt"], "d_summarize");
+}
+
+#[tokio::test]
+async fn logs_at_the_clients_level_subscriptions_and_completions_are_bridged() {
+    let (_broker, url) = face(|b| {
+        b.server(everything("everything").prefix("e_"))
+            .server(interactive("py").prefix("py_"))
+    })
+    .await;
+    let client = Client::default();
+    let session = connect(&url, None, client.clone()).await;
+
+    // The server's log messages during a call reach its client, at the level the client set.
+    session
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .unwrap();
+    let result = session
+        .call_tool(call("py_chatty", json!({"count": 3})))
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, "logged 3");
+    assert_eq!(
+        *client.logs.lock().unwrap(),
+        [
+            ("info".to_owned(), json!("line 2")),
+            ("warning".to_owned(), json!("line 3"))
+        ],
+        "debug is below the level the client set"
+    );
+
+    // Completions of a prompt's argument come from its server, by the prompt's exposed name.
+    let values = session
+        .complete_prompt_simple("e_completable-prompt", "department", "En")
+        .await
+        .unwrap();
+    assert_eq!(values, ["Engineering"]);
+
+    // A subscribed resource's updates reach the subscriber; after unsubscribing, none.
+    let resources = session.list_all_resources().await.unwrap();
+    let uri = resources
+        .iter()
+        .map(|r| r.uri.clone())
+        .find(|uri| uri.starts_with("demo://resource/static/document/"))
+        .expect("server-everything's documents are listed");
+    session
+        .subscribe(SubscribeRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    // The server sends an update at once, then every 5 s.
+    session
+        .call_tool(call("e_toggle-subscriber-updates", json!({})))
+        .await
+        .unwrap();
+    tokio::time::timeout(STARTUP, async {
+        while !client.updated.lock().unwrap().contains(&uri) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("notifications/resources/updated for the subscribed URI");
+    session
+        .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    let seen = client.updated.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    assert_eq!(
+        client.updated.lock().unwrap().len(),
+        seen,
+        "no update after unsubscribing"
+    );
+    session
+        .call_tool(call("e_toggle-subscriber-updates", json!({})))
+        .await
+        .unwrap();
+    session.cancel().await.unwrap();
 }

@@ -415,3 +415,34 @@ async fn roots_are_answered_to_roots_list() {
     let roots: Vec<String> = serde_json::from_str(&roots).unwrap();
     assert_eq!(roots, ["file:///srv/data", "file:///tmp/work"]);
 }
+
+#[tokio::test]
+async fn log_messages_of_the_call_are_streamed_before_its_result() {
+    let broker = broker_of(vec![interactive("py").prefix("py_")]).await;
+    let mut stream = broker
+        .stream_call(None, "py_chatty", r#"{"count": 4}"#)
+        .await
+        .unwrap();
+    let mut logs = Vec::new();
+    let result = loop {
+        match stream.next().await.unwrap() {
+            Some(Event::Log(log)) => logs.push(log),
+            Some(Event::Result(result)) => break result,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(result.text, "logged 4");
+    let seen: Vec<(&str, &str, &str)> = logs
+        .iter()
+        .map(|l| (l.level.as_str(), l.logger.as_str(), l.data_json.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("debug", "chatty", r#""line 1""#),
+            ("info", "chatty", r#""line 2""#),
+            ("warning", "chatty", r#""line 3""#),
+            ("debug", "chatty", r#""line 4""#),
+        ]
+    );
+}

@@ -90,6 +90,14 @@ pub async fn call(
                     progress.progress, progress.message
                 );
             }
+            Some(Event::Log(log)) => {
+                let logger = if log.logger.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", log.logger)
+                };
+                eprintln!("log {}{logger}: {}", log.level, log.data_json);
+            }
             Some(Event::Elicitation(question)) => {
                 let (action, content) = answers.to(&question);
                 eprintln!("the server asks: {} ({action})", question.message);

@@ -21,7 +21,7 @@ use std::{
 use futures::{Stream, StreamExt as _};
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ProgressNotificationParam,
+    ElicitationAction, LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Code, Request, Response, Status, Streaming};
@@ -188,11 +188,12 @@ async fn run(
     };
     // Progress read before the answer is sent before the result.
     while let Ok(interaction) = events.try_recv() {
-        if let Interaction::Progress(progress) = interaction {
-            let _ = out
-                .send(Ok(event(Outbound::Progress(progress_of(progress)))))
-                .await;
-        }
+        let sent = match interaction {
+            Interaction::Progress(progress) => Outbound::Progress(progress_of(progress)),
+            Interaction::Log(log) => Outbound::Log(log_of(log)),
+            _ => continue,
+        };
+        let _ = out.send(Ok(event(sent))).await;
     }
     Some(result.and_then(|called| {
         service
@@ -210,6 +211,18 @@ fn progress_of(progress: ProgressNotificationParam) -> proto::Progress {
         progress: progress.progress,
         total: progress.total,
         message: progress.message.unwrap_or_default(),
+    }
+}
+
+fn log_of(log: LoggingMessageNotificationParam) -> proto::LogMessage {
+    let level = serde_json::to_value(log.level)
+        .ok()
+        .and_then(|level| level.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    proto::LogMessage {
+        level,
+        logger: log.logger.unwrap_or_default(),
+        data_json: log.data.to_string(),
     }
 }
 
@@ -234,6 +247,7 @@ impl Waiting {
             Interaction::Progress(progress) => {
                 Some(event(Outbound::Progress(progress_of(progress))))
             }
+            Interaction::Log(log) => Some(event(Outbound::Log(log_of(log)))),
             Interaction::Elicit { answer, .. } if !reading => {
                 let _ = answer.send(ElicitResult::new(ElicitationAction::Decline));
                 None

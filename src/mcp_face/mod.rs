@@ -4,9 +4,12 @@
 //! broker call whose progress and questions are relayed to the client that made it.
 
 mod access;
+mod call;
 mod changes;
 pub mod convert;
 mod handler;
+mod request;
+mod session;
 
 use std::net::SocketAddr;
 
@@ -65,7 +68,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     };
     let face = Face::new(parts.broker, parts.audit, shutdown.clone());
     let service = StreamableHttpService::new(
-        move || Ok(face.clone()),
+        move || Ok(face.for_session()),
         LocalSessionManager::default().into(),
         config,
     );

@@ -16,8 +16,8 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
-        Implementation, ListRootsResult, ProtocolVersion, Root, RootsCapabilities,
-        SamplingCapability, UrlElicitationCapability,
+        Implementation, ListRootsResult, ProtocolVersion, ResourceUpdatedNotificationParam, Root,
+        RootsCapabilities, SamplingCapability, UrlElicitationCapability,
     },
     service::{NotificationContext, RequestContext},
 };
@@ -35,6 +35,36 @@ pub struct Changes {
     pub resources: Arc<Notify>,
     /// `notifications/prompts/list_changed`.
     pub prompts: Arc<Notify>,
+    /// `notifications/resources/updated`: the URIs, in order.
+    pub updated: Arc<Updated>,
+}
+
+/// Resources the server said were updated, waiting for the supervisor to pass them on.
+#[derive(Debug, Default)]
+pub struct Updated {
+    uris: std::sync::Mutex<Vec<String>>,
+    /// Signalled when a URI is added.
+    pub signal: Notify,
+}
+
+impl Updated {
+    fn push(&self, uri: String) {
+        self.uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(uri);
+        self.signal.notify_one();
+    }
+
+    /// The URIs updated since the last take.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .uris
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
 }
 
 /// The client side of one session.
@@ -84,6 +114,14 @@ impl ClientHandler for Handler {
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changes.prompts.notify_one();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.changes.updated.push(params.uri);
     }
 
     async fn create_elicitation(

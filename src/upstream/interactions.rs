@@ -22,7 +22,8 @@ use std::{
 
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ProgressNotificationParam, ProgressToken, RequestId,
+    ElicitationAction, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    RequestId,
 };
 use tokio::sync::{Notify, oneshot};
 
@@ -127,6 +128,24 @@ impl Interactions {
             }
             // A unary call's, or a finished call's.
             None => {}
+        }
+    }
+
+    /// A log message: to the one streaming call it can belong to (the oldest listening on a
+    /// caller's own session; on a shared session only the sole call in flight), else only
+    /// the broker's log has it.
+    pub fn log(&self, params: LoggingMessageNotificationParam) {
+        if !self.any_interactive() || (!self.one_caller && self.calls.load(Ordering::Relaxed) != 1)
+        {
+            return;
+        }
+        let state = self.lock();
+        if let Some(entry) = state
+            .calls
+            .iter()
+            .find(|entry| entry.conversation.is_open())
+        {
+            entry.conversation.log(params);
         }
     }
 

@@ -29,6 +29,9 @@ pub trait Reporter: Send + Sync + 'static {
     /// The complete list of prompts a server offers now.
     fn prompts(&self, server: &ServerName, prompts: Vec<PromptSpec>);
 
+    /// A server said a resource it was subscribed to changed (`notifications/resources/updated`).
+    fn resource_updated(&self, server: &ServerName, uri: String);
+
     /// The servers of a reloaded configuration, in its order, each with the condition it
     /// starts in; servers not in it are gone.
     fn configure(&self, servers: Vec<(ServerPolicy, ServerCondition)>);

@@ -1,5 +1,5 @@
-//! A transport wrapper that hands progress notifications to the session's [`Interactions`] as
-//! they are read, in order and before the answer that follows them: rmcp runs each
+//! A transport wrapper that hands progress notifications and log messages to the session's
+//! [`Interactions`] as they are read, in order and before the answer that follows them: rmcp runs each
 //! notification's handler as a task of its own, which may run after the call's answer.
 
 use std::{future::Future, sync::Arc};
@@ -41,10 +41,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await?;
-        if let ServerJsonRpcMessage::Notification(notification) = &message
-            && let ServerNotification::ProgressNotification(progress) = &notification.notification
-        {
-            self.interactions.progress(progress.params.clone());
+        if let ServerJsonRpcMessage::Notification(notification) = &message {
+            match &notification.notification {
+                ServerNotification::ProgressNotification(progress) => {
+                    self.interactions.progress(progress.params.clone());
+                }
+                ServerNotification::LoggingMessageNotification(log) => {
+                    self.interactions.log(log.params.clone());
+                }
+                _ => {}
+            }
         }
         Some(message)
     }

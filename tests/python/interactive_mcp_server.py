@@ -26,6 +26,9 @@ Tools:
   they reach the client before the call's result (on streamable HTTP: its POST's SSE stream).
   The server advertises `listChanged` for resources and prompts (not for tools).
 
+- `chatty(count)` sends `count` log messages (`notifications/message`, logger "chatty", data
+  "line i"), at levels debug, info, warning in turn, then returns text "logged <count>".
+
 - `roots()` asks the client for its roots (`roots/list`) and returns their URIs as a JSON list.
 
 Resources: `memo://hello` (text/plain, "hello, world"); `blob://one-mib`
@@ -155,6 +158,14 @@ def build() -> MCPServer:
             await anyio.sleep(max(0.0, start + min(i * every, seconds) - time.monotonic()))
             await ctx.report_progress(i, steps, f"step {i} of {steps}")
         return f"slept {seconds}s"
+
+    @server.tool(structured_output=False)
+    async def chatty(count: int, ctx: Context) -> str:
+        """Logs `count` messages (debug, info, warning in turn), then answers."""
+        for i in range(1, count + 1):
+            log = (ctx.debug, ctx.info, ctx.warning)[(i - 1) % 3]
+            await log(f"line {i}", logger_name="chatty")
+        return f"logged {count}"
 
     @server.tool()
     async def ask(question: str, ctx: Context) -> CallToolResult:

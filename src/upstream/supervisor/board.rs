@@ -139,6 +139,11 @@ impl Board {
         self.reporter.prompts(&self.name, prompts);
     }
 
+    /// A replica's server said a resource it was subscribed to changed.
+    pub(super) fn resource_updated(&self, uri: String) {
+        self.reporter.resource_updated(&self.name, uri);
+    }
+
     /// Every replica has stopped: the server is STOPPED.
     pub(super) fn stopped(&self) {
         let mut replicas = self.lock();

@@ -156,6 +156,11 @@ impl ReplicaLoop<'_> {
                 _ = changes.tools.notified() => self.refresh(&session).await,
                 _ = changes.resources.notified() => self.refresh_resources(&session).await,
                 _ = changes.prompts.notified() => self.refresh_prompts(&session).await,
+                _ = changes.updated.signal.notified() => {
+                    for uri in changes.updated.take() {
+                        self.board.resource_updated(uri);
+                    }
+                }
                 _ = suspect.notified(), if pings => {
                     if let Some(loss) = self.ping(&session).await {
                         return Some(self.lost(session, loss).await);

@@ -1,0 +1,149 @@
+//! What one MCP request to the face carries: its HTTP parts, its caller (admitted by the
+//! gate), the caller's values for per-caller servers, its trace context; and how the broker's
+//! refusals reach an MCP client.
+
+use std::borrow::Cow;
+
+use opentelemetry::trace::TraceContextExt as _;
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{CallToolResponse, CallToolResult, ContentBlock, Extensions},
+    service::RequestContext,
+};
+use tracing::field;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use crate::{
+    auth::Caller,
+    domain::{
+        caller::{CallerKey, CallerValues},
+        request_error::RequestError,
+    },
+    telemetry::context::TraceHeaders,
+};
+
+/// The HTTP request an MCP request came in (rmcp puts its parts in the extensions).
+pub fn http_parts(extensions: &Extensions) -> Option<&http::request::Parts> {
+    extensions.get::<http::request::Parts>()
+}
+
+/// The caller the gate admitted for this request (anyone without auth).
+pub fn caller(extensions: &Extensions) -> Caller {
+    http_parts(extensions)
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .unwrap_or_else(Caller::anyone)
+}
+
+/// A caller's values for per-caller servers: the caller, and the HTTP headers it sent.
+pub struct FaceCaller<'a> {
+    /// Who.
+    pub caller: &'a Caller,
+    /// The headers of its HTTP request, if it came over HTTP.
+    pub headers: Option<&'a http::HeaderMap>,
+}
+
+impl CallerValues for FaceCaller<'_> {
+    fn key(&self) -> &CallerKey {
+        &self.caller.key
+    }
+
+    fn token(&self) -> Option<&str> {
+        self.caller.token()
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(self.headers?.get(name)?.to_str().ok()?))
+    }
+
+    fn claim(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.caller.claim(name)
+    }
+}
+
+/// The trace a request continues: its `params._meta`, else its HTTP headers.
+pub fn incoming_trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
+    let from_meta = TraceHeaders::from_meta(&context.meta);
+    match http_parts(&context.extensions) {
+        Some(parts) if from_meta.traceparent.is_none() => {
+            TraceHeaders::from_headers(&parts.headers)
+        }
+        _ => from_meta,
+    }
+}
+
+/// The server span of one MCP request, continuing `incoming`, and its trace id.
+pub fn server_span(
+    method: &'static str,
+    incoming: &TraceHeaders,
+) -> (tracing::Span, Option<String>) {
+    let span = tracing::info_span!(
+        target: "toolbroker::rpc",
+        "mcp",
+        otel.name = method,
+        otel.kind = "server",
+        rpc.system = "mcp",
+        rpc.method = method,
+        trace_id = field::Empty,
+        tool = field::Empty,
+        server = field::Empty,
+    );
+    if incoming.traceparent.is_some() {
+        let _ = span.set_parent(incoming.context());
+    }
+    let id = span.context().span().span_context().trace_id();
+    let trace_id = if id != opentelemetry::trace::TraceId::INVALID {
+        Some(id.to_string())
+    } else {
+        incoming.trace_id().map(str::to_owned)
+    };
+    if let Some(id) = &trace_id {
+        span.record("trace_id", id.as_str());
+    }
+    (span, trace_id)
+}
+
+/// How a refused call reaches the client: a protocol error when the tool cannot be called
+/// by this name (unknown, not this caller's) or the server rejected the request itself;
+/// otherwise a tool result with `isError`, so that the model reads why and may adapt
+/// (arguments to fix, a rate to wait out, a server that is down).
+pub fn refused_call(error: RequestError) -> Result<CallToolResponse, ErrorData> {
+    match error {
+        RequestError::UnknownTool { .. } | RequestError::PermissionDenied { .. } => {
+            Err(ErrorData::invalid_params(error.to_string(), None))
+        }
+        RequestError::ServerError { code, message, .. } => {
+            Err(ErrorData::new(rmcp::model::ErrorCode(code), message, None))
+        }
+        RequestError::ShuttingDown | RequestError::Unauthenticated(_) => {
+            Err(ErrorData::internal_error(error.to_string(), None))
+        }
+        other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
+    }
+}
+
+/// A refused read or get as the JSON-RPC error an MCP client reads.
+pub fn refused_request(error: RequestError) -> ErrorData {
+    match error {
+        RequestError::UnknownResource { .. } => {
+            ErrorData::resource_not_found(error.to_string(), None)
+        }
+        RequestError::ServerError { code, message, .. } => {
+            ErrorData::new(rmcp::model::ErrorCode(code), message, None)
+        }
+        RequestError::UnknownPrompt { .. }
+        | RequestError::PromptDenied { .. }
+        | RequestError::InvalidArguments(_) => ErrorData::invalid_params(error.to_string(), None),
+        other => ErrorData::internal_error(other.to_string(), None),
+    }
+}
+
+impl<'a> FaceCaller<'a> {
+    /// `caller`'s values, with the headers of the request `context` came in.
+    pub fn of(caller: &'a Caller, context: &'a RequestContext<RoleServer>) -> Self {
+        Self {
+            caller,
+            headers: http_parts(&context.extensions).map(|parts| &parts.headers),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! One client session of the face: what it chose (log level, resource subscriptions), and
+//! what it is told as the broker changes (list changes, updates of its resources).
+
+use std::{
+    collections::HashSet,
+    sync::{Mutex, MutexGuard, PoisonError, atomic::AtomicU8},
+};
+
+use rmcp::{RoleServer, model::ResourceUpdatedNotificationParam, service::Peer};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{Face, changes, request::FaceCaller};
+use crate::{auth::Caller, domain::uri_template};
+
+/// What one client session chose.
+#[derive(Default)]
+pub struct Session {
+    /// The least severe log level the client wants (`logging/setLevel`; a `LoggingLevel` as
+    /// u8, debug until set: a server may send every level until then).
+    pub level: AtomicU8,
+    /// The resources it subscribed to: (server, URI).
+    subscribed: Mutex<HashSet<(String, String)>>,
+}
+
+impl Session {
+    /// Its subscriptions.
+    pub fn subscribed(&self) -> MutexGuard<'_, HashSet<(String, String)>> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Face {
+    /// The server whose resource `uri` is, as `caller` may read: a listed resource's, else
+    /// the first with a template it is, or fits.
+    pub(super) fn server_of(&self, caller: &Caller, uri: &str) -> Option<String> {
+        let snapshot = self.broker.snapshot();
+        let readable = || {
+            snapshot
+                .catalog
+                .resources()
+                .filter(|(server, _)| caller.may_read(server.as_str()))
+        };
+        let listed = readable().find(|(_, offered)| offered.resources.iter().any(|r| r.uri == uri));
+        let templated = || {
+            readable().find(|(_, offered)| {
+                offered
+                    .templates
+                    .iter()
+                    .any(|t| t.uri_template == uri || uri_template::matches(&t.uri_template, uri))
+            })
+        };
+        listed
+            .or_else(templated)
+            .map(|(server, _)| server.to_string())
+    }
+
+    /// Follows the catalog for `caller`, telling `peer` which lists changed and which of its
+    /// subscribed resources were updated, until the session ends; then drops its
+    /// subscriptions.
+    pub(super) fn follow_for(&self, caller: Caller, peer: Peer<RoleServer>) {
+        let face = self.clone();
+        tokio::spawn(async move {
+            let stop = face.shutdown.child_token();
+            let gone = || peer.is_transport_closed();
+            let lists = changes::follow(&face.broker, &caller, stop, gone, |stale| {
+                let peer = peer.clone();
+                async move {
+                    (!stale.tools || peer.notify_tool_list_changed().await.is_ok())
+                        && (!stale.resources || peer.notify_resource_list_changed().await.is_ok())
+                        && (!stale.prompts || peer.notify_prompt_list_changed().await.is_ok())
+                }
+            });
+            tokio::select! {
+                () = lists => {}
+                () = face.relay_updates(&peer) => {}
+            }
+            let subscribed: Vec<_> = face.session.subscribed().drain().collect();
+            let values = FaceCaller {
+                caller: &caller,
+                headers: None,
+            };
+            for (server, uri) in subscribed {
+                face.broker
+                    .unsubscribe_resource(&server, &uri, &values)
+                    .await;
+            }
+        });
+    }
+
+    /// Tells `peer` of updates to the resources it subscribed to, until it is gone.
+    async fn relay_updates(&self, peer: &Peer<RoleServer>) {
+        let mut updates = self.broker.resource_updates();
+        loop {
+            let update = match updates.recv().await {
+                Ok(update) => update,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let key = (update.server.to_string(), update.uri.clone());
+            if !self.session.subscribed().contains(&key) {
+                continue;
+            }
+            let params = ResourceUpdatedNotificationParam::new(update.uri.clone());
+            if peer.notify_resource_updated(params).await.is_err() {
+                return;
+            }
+        }
+    }
+}
