@@ -1,5 +1,5 @@
-//! The command line: `serve` (the default), `check`, `login`, `demo-server`, and two small
-//! gRPC clients.
+//! The command line: `serve` (the default), `check`, `login`, `demo-server`, two small gRPC
+//! clients, and `mcp-stdio` (a broker's catalog as a stdio MCP server).
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -41,6 +41,9 @@ pub enum Command {
     Tools(ClientArgs),
     /// Call a tool on a running broker.
     Call(CallArgs),
+    /// Serve a running broker's catalog as an MCP server on stdio, for clients that can only
+    /// launch a command.
+    McpStdio(McpStdioArgs),
     /// Authorize the broker for a server under OAuth (`oauth` with a `token_store`): prints
     /// the authorization URL, waits for the browser's redirect, writes the tokens.
     Login(LoginArgs),
@@ -131,6 +134,18 @@ pub struct ClientArgs {
     /// Bearer token for a broker with `auth` (a static token or a JWT).
     #[arg(long, env = "TOOLBROKER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// Options of `mcp-stdio`.
+#[derive(Debug, Args)]
+pub struct McpStdioArgs {
+    /// Broker address, e.g. `http://127.0.0.1:50051`.
+    #[arg(long, value_name = "ADDR")]
+    pub broker: String,
+    /// The environment variable that holds the bearer token for a broker with `auth` (the
+    /// token itself stays out of the command line, which desktop configs and `ps` show).
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
 }
 
 /// Options of `call`.

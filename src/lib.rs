@@ -21,6 +21,7 @@ pub mod grpc;
 pub mod health;
 pub mod login;
 pub mod mcp_face;
+pub mod mcp_stdio;
 pub mod metrics;
 pub mod proto;
 pub mod rate_limits;

@@ -8,7 +8,7 @@ use toolbroker::{
     cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
     client, config_file,
     demo_server::{self, HttpTransport},
-    login, telemetry,
+    login, mcp_stdio, telemetry,
 };
 
 /// Exit code for a config (or usage) mistake, as clap uses for usage errors.
@@ -54,6 +54,13 @@ async fn run(command: Command) -> ExitCode {
         Command::DemoServer(args) => demo(args).await,
         Command::Tools(args) => report(client::list_tools(&args).await),
         Command::Call(args) => report(client::call(&args).await),
+        Command::McpStdio(args) => match mcp_stdio::client_args(&args) {
+            Ok(client) => report(mcp_stdio::serve(client).await),
+            Err(e) => {
+                eprintln!("toolbroker: {e}");
+                ExitCode::from(EXIT_CONFIG)
+            }
+        },
         Command::Login(args) => match login::login(&args).await {
             Ok(()) => ExitCode::SUCCESS,
             // A config that does not allow the login is a config mistake.

@@ -3,45 +3,52 @@
 mod stream;
 
 use anyhow::Context as _;
-use tonic::{metadata::MetadataValue, service::interceptor::InterceptedService};
+use tonic::{
+    metadata::{Ascii, MetadataValue},
+    service::{Interceptor, interceptor::InterceptedService},
+};
 
 use crate::{
     cli::{CallArgs, ClientArgs},
     proto::{self, content::Kind, tool_broker_client::ToolBrokerClient},
 };
 
-/// A client that sends `authorization: Bearer <token>` when a token is given.
-pub(crate) type Client = ToolBrokerClient<
-    InterceptedService<
-        tonic::transport::Channel,
-        Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
-    >,
->;
+/// A client that sends `authorization: Bearer <token>` when a token is given; cheap to clone
+/// (one channel), so concurrent requests each take their own.
+pub(crate) type Client = ToolBrokerClient<InterceptedService<tonic::transport::Channel, Bearer>>;
 
-async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
-    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())
-        .with_context(|| format!("bad broker address {}", args.addr))?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", args.addr))?;
-    let bearer: Option<MetadataValue<_>> = args
-        .token
-        .as_ref()
-        .map(|token| format!("Bearer {token}").parse())
-        .transpose()
-        .context("the token holds characters a header cannot")?;
-    let add_token = move |mut request: tonic::Request<()>| {
-        if let Some(bearer) = &bearer {
+/// Adds the bearer token, if any, to every request.
+#[derive(Clone)]
+pub(crate) struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(bearer) = &self.0 {
             request
                 .metadata_mut()
                 .insert("authorization", bearer.clone());
         }
         Ok(request)
-    };
-    Ok(ToolBrokerClient::with_interceptor(
-        channel,
-        Box::new(add_token) as Box<dyn FnMut(_) -> _ + Send>,
-    ))
+    }
+}
+
+/// Connects to the broker at `args.addr`, with `args.token` as the bearer token.
+pub(crate) async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
+    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())
+        .with_context(|| format!("bad broker address {}", args.addr))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", args.addr))?;
+    let bearer: Option<MetadataValue<Ascii>> = args
+        .token
+        .as_ref()
+        .map(|token| format!("Bearer {token}").parse())
+        .transpose()
+        .context("the token holds characters a header cannot")?;
+    Ok(ToolBrokerClient::with_interceptor(channel, Bearer(bearer)))
 }
 
 /// Prints every tool: name, server and description.

@@ -1,0 +1,433 @@
+//! The stdio MCP server's handler: every MCP request answered by one gRPC call to the broker,
+//! and a `tools/call` run over CallToolStream with what happens during it relayed to the MCP
+//! client (progress under its token; elicitation and sampling as requests of ours, answered
+//! back on the stream).
+
+// Sampling and logging are deprecated by MCP 2026-07-28 (SEP-2577) but are what servers use
+// today.
+#![expect(
+    deprecated,
+    reason = "sampling and logging are what clients before MCP 2026-07-28 use"
+)]
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicU8, Ordering},
+};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest,
+        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult,
+        ElicitationAction, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams, SubscriptionFilter,
+    },
+    service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use super::{convert, watch};
+use crate::{
+    client::Client,
+    proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
+};
+
+/// The handler; clones share the broker connection.
+#[derive(Clone)]
+pub struct StdioFace {
+    broker: Client,
+    /// Cancelled when the MCP client has gone (stdin closed): ends the Watch relay.
+    closed: CancellationToken,
+    /// Whether the Watch relay was started (once per process: stdio has one session).
+    watching: Arc<AtomicBool>,
+    /// The least severity of the log messages relayed (`logging/setLevel`; all until set).
+    log_level: Arc<AtomicU8>,
+}
+
+impl StdioFace {
+    /// A handler answering from `broker` until `closed` is cancelled.
+    pub(crate) fn new(broker: Client, closed: CancellationToken) -> Self {
+        Self {
+            broker,
+            closed,
+            watching: Arc::default(),
+            log_level: Arc::default(),
+        }
+    }
+
+    /// Lists the broker's resources and templates.
+    async fn listed_resources(&self) -> Result<proto::ListResourcesResponse, ErrorData> {
+        self.broker
+            .clone()
+            .list_resources(proto::ListResourcesRequest::default())
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| convert::request_failure(status.code(), status.message()))
+    }
+
+    /// Runs the call over CallToolStream, relaying its events, until its result.
+    async fn call(
+        &self,
+        call: proto::CallToolRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token = context.meta.get_progress_token();
+        // The sender lives as long as the call: the broker declines questions once we stop
+        // sending.
+        let (sender, receiver) = mpsc::channel(4);
+        let send = |message| proto::CallToolStreamRequest {
+            message: Some(message),
+        };
+        let _ = sender.send(send(Message::Call(call))).await;
+        let mut events = match self
+            .broker
+            .clone()
+            .call_tool_stream(ReceiverStream::new(receiver))
+            .await
+        {
+            Ok(response) => response.into_inner(),
+            Err(status) => return failed(&status),
+        };
+        loop {
+            let event = match events.message().await {
+                Ok(Some(message)) => message.event,
+                Ok(None) => {
+                    return Err(ErrorData::internal_error(
+                        "the broker ended the call without a result",
+                        None,
+                    ));
+                }
+                Err(status) => return failed(&status),
+            };
+            match event {
+                Some(Event::Progress(progress)) => {
+                    relay_progress(&context.peer, token.as_ref(), progress).await;
+                }
+                Some(Event::Log(log)) => {
+                    let log = convert::log_message(log);
+                    let wanted = self.log_level.load(Ordering::Relaxed);
+                    if convert::severity(log.level) >= wanted
+                        && let Err(error) = context.peer.notify_logging_message(log).await
+                    {
+                        tracing::debug!(%error, "log message not relayed");
+                    }
+                }
+                Some(Event::Elicitation(question)) => {
+                    let answer = elicit(&context.peer, question).await;
+                    let _ = sender
+                        .send(send(Message::ElicitationResponse(answer)))
+                        .await;
+                }
+                Some(Event::Sampling(request)) => {
+                    let answer = sample(&context.peer, request).await;
+                    let _ = sender.send(send(Message::SamplingResponse(answer))).await;
+                }
+                Some(Event::Result(result)) => {
+                    return convert::call_result(result)
+                        .map(Into::into)
+                        .map_err(|reason| ErrorData::internal_error(reason, None));
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// A failed call as [`convert::call_failure`] says.
+fn failed(status: &tonic::Status) -> Result<CallToolResponse, ErrorData> {
+    convert::call_failure(status.code(), status.message()).map(Into::into)
+}
+
+/// Progress goes to the client only if it asked for it (gave a token).
+async fn relay_progress(
+    peer: &Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    progress: proto::Progress,
+) {
+    if let Some(token) = token {
+        let notification = convert::progress(token.clone(), progress);
+        if let Err(error) = peer.notify_progress(notification).await {
+            tracing::debug!(%error, "progress not relayed");
+        }
+    }
+}
+
+/// The broker's question put to the MCP client; a client that cannot answer it (no
+/// elicitation capability, or not this mode) declines without being asked.
+async fn elicit(
+    peer: &Peer<RoleServer>,
+    question: proto::ElicitationRequest,
+) -> proto::ElicitationResponse {
+    let decline = || ElicitResult::new(ElicitationAction::Decline);
+    let answer = match convert::elicit_params(&question) {
+        Some(params) if can_elicit(peer, &params) => {
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            match peer.send_request(request).await {
+                Ok(ClientResult::ElicitResult(result)) => result,
+                Ok(other) => {
+                    tracing::warn!(answer = ?other, "an odd answer to a question; declined");
+                    decline()
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the client did not answer a question; declined");
+                    decline()
+                }
+            }
+        }
+        _ => {
+            tracing::debug!(mode = %question.mode, "a question the client cannot take; declined");
+            decline()
+        }
+    };
+    convert::elicitation_response(question.id, answer)
+}
+
+/// Whether the client declared elicitation in the mode `params` need (form when it named none,
+/// as MCP 2025-06-18 clients do).
+fn can_elicit(peer: &Peer<RoleServer>, params: &ElicitRequestParams) -> bool {
+    let Some(info) = peer.peer_info() else {
+        return false;
+    };
+    let Some(elicitation) = &info.capabilities.elicitation else {
+        return false;
+    };
+    match params {
+        ElicitRequestParams::UrlElicitationParams { .. } => elicitation.url.is_some(),
+        _ => elicitation.form.is_some() || elicitation.url.is_none(),
+    }
+}
+
+/// The broker's sampling request put to the MCP client; refused if it cannot sample.
+async fn sample(
+    peer: &Peer<RoleServer>,
+    request: proto::SamplingRequest,
+) -> proto::SamplingResponse {
+    let can_sample = peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.sampling.is_some());
+    let answer = match serde_json::from_str::<CreateMessageRequestParams>(&request.params_json) {
+        _ if !can_sample => Err("the MCP client does not support sampling".to_owned()),
+        Err(error) => Err(format!("the sampling request is not MCP's: {error}")),
+        Ok(params) => {
+            let asked = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+            match peer.send_request(asked).await {
+                Ok(ClientResult::CreateMessageResult(result)) => {
+                    serde_json::to_string(&result).map_err(|e| e.to_string())
+                }
+                Ok(other) => Err(format!("the client answered sampling with {other:?}")),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+    };
+    let (result_json, error) = match answer {
+        Ok(json) => (json, String::new()),
+        Err(error) => (String::new(), error),
+    };
+    proto::SamplingResponse {
+        id: request.id,
+        result_json,
+        error,
+    }
+}
+
+impl ServerHandler for StdioFace {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolbroker", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let severity = convert::severity(request.level);
+        self.log_level.store(severity, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (broker, closed, peer) = (self.broker.clone(), self.closed.clone(), context.peer);
+        tokio::spawn(async move {
+            let following = watch::follow(broker, |changed| watch::notify_peer(&peer, changed));
+            tokio::select! {
+                () = following => {}
+                () = closed.cancelled() => {}
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resources_list_changed()
+                .prompts_list_changed()
+                .build(),
+        )
+    }
+
+    /// Protocol 2026-07-28 has no session to notify: list changes ride the client's
+    /// `subscriptions/listen` request instead.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let sink = subscription.sink();
+        let following = watch::follow(self.broker.clone(), |changed| async move {
+            (!changed.tools || sink.notify_tool_list_changed().await.is_ok())
+                && (!changed.resources || sink.notify_resource_list_changed().await.is_ok())
+                && (!changed.prompts || sink.notify_prompt_list_changed().await.is_ok())
+        });
+        tokio::select! {
+            () = following => {}
+            () = subscription.cancelled() => {}
+            () = self.closed.cancelled() => {}
+        }
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let response = self
+            .broker
+            .clone()
+            .list_tools(proto::ListToolsRequest::default())
+            .await
+            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+        let tools = response.into_inner().tools;
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().map(convert::tool).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let call = proto::CallToolRequest {
+            name: request.name.into_owned(),
+            arguments_json: arguments.to_string(),
+            ..Default::default()
+        };
+        // Cancelled by the client: the stream is dropped with the call's future, which the
+        // broker takes as cancellation and passes upstream.
+        tokio::select! {
+            result = self.call(call, &context) => result,
+            () = context.ct.cancelled() => {
+                Err(ErrorData::internal_error("the call was cancelled", None))
+            }
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let listed = self.listed_resources().await?;
+        Ok(ListResourcesResult::with_all_items(
+            listed
+                .resources
+                .into_iter()
+                .map(convert::resource)
+                .collect(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let listed = self.listed_resources().await?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            listed
+                .templates
+                .into_iter()
+                .map(convert::template)
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let not_found =
+            || ErrorData::resource_not_found(format!("no resource {}", request.uri), None);
+        // MCP names no server; the broker needs one, found where the URI is listed.
+        let listed = self.listed_resources().await?;
+        let server = convert::owner(&listed, &request.uri).ok_or_else(not_found)?;
+        let read = proto::ReadResourceRequest {
+            server: server.to_owned(),
+            uri: request.uri.clone(),
+        };
+        match self.broker.clone().read_resource(read).await {
+            Ok(response) => Ok(convert::read_result(response.into_inner()).into()),
+            Err(status) if status.code() == tonic::Code::NotFound => Err(not_found()),
+            Err(status) => Err(convert::request_failure(status.code(), status.message())),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let response = self
+            .broker
+            .clone()
+            .list_prompts(proto::ListPromptsRequest::default())
+            .await
+            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+        let prompts = response.into_inner().prompts;
+        Ok(ListPromptsResult::with_all_items(
+            prompts.into_iter().map(convert::prompt).collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let get = proto::GetPromptRequest {
+            name: request.name,
+            arguments: convert::prompt_arguments(request.arguments),
+        };
+        let response = self
+            .broker
+            .clone()
+            .get_prompt(get)
+            .await
+            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+        convert::prompt_result(response.into_inner())
+            .map(Into::into)
+            .map_err(|reason| ErrorData::internal_error(reason, None))
+    }
+}
