@@ -134,18 +134,26 @@ pub struct ClientArgs {
     /// Bearer token for a broker with `auth` (a static token or a JWT).
     #[arg(long, env = "TOOLBROKER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// For an `https://` address: trust the CA certificates in this PEM file instead of the
+    /// system's roots (a broker with a certificate of a private CA).
+    #[arg(long, env = "TOOLBROKER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// Options of `mcp-stdio`.
 #[derive(Debug, Args)]
 pub struct McpStdioArgs {
-    /// Broker address, e.g. `http://127.0.0.1:50051`.
+    /// Broker address, e.g. `http://127.0.0.1:50051` or `https://tools.example.com`.
     #[arg(long, value_name = "ADDR")]
     pub broker: String,
     /// The environment variable that holds the bearer token for a broker with `auth` (the
     /// token itself stays out of the command line, which desktop configs and `ps` show).
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,
+    /// For an `https://` broker: trust the CA certificates in this PEM file instead of the
+    /// system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// Options of `call`.

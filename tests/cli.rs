@@ -237,3 +237,47 @@ async fn call_stream_shows_progress_and_answers_questions_as_told() {
         "--answer needs --stream: {stderr}"
     );
 }
+
+#[tokio::test]
+async fn the_client_reaches_an_https_broker_trusting_the_ca_it_is_given() {
+    let ca = common::certs::Ca::new();
+    let server = ca.issue(&["localhost"]);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.display().to_string()
+    };
+    let tls = serde_json::json!({
+        "cert": write("tls.crt", &server.cert),
+        "key": write("tls.key", &server.key),
+    });
+    let ca_file = write("ca.pem", &ca.pem);
+    let trust = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca.pem))
+        .domain_name("localhost");
+    let broker = Broker::builder()
+        .top("tls", tls)
+        .server(demo("demo"))
+        .tls(trust)
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let addr = format!("https://localhost:{}", broker.addr.port());
+    let call = |ca: Option<&str>| {
+        let mut command = StdCommand::new(toolbroker_bin());
+        command
+            .args(["call", "echo", r#"{"message":"over tls"}"#, "--addr", &addr])
+            .env_remove("TOOLBROKER_CA_CERT");
+        if let Some(ca) = ca {
+            command.args(["--ca-cert", ca]);
+        }
+        command.output().expect("run toolbroker")
+    };
+    let trusted = call(Some(&ca_file));
+    assert!(trusted.status.success(), "{trusted:?}");
+    assert!(String::from_utf8_lossy(&trusted.stdout).contains("over tls"));
+    // The system's roots do not know the test CA.
+    let untrusted = call(None);
+    assert!(!untrusted.status.success(), "{untrusted:?}");
+}

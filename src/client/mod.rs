@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use tonic::{
     metadata::{Ascii, MetadataValue},
     service::{Interceptor, interceptor::InterceptedService},
+    transport::{Certificate, ClientTlsConfig},
 };
 
 use crate::{
@@ -37,8 +38,12 @@ impl Interceptor for Bearer {
 
 /// Connects to the broker at `args.addr`, with `args.token` as the bearer token.
 pub(crate) async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
-    let channel = tonic::transport::Endpoint::from_shared(args.addr.clone())
-        .with_context(|| format!("bad broker address {}", args.addr))?
+    let mut endpoint = tonic::transport::Endpoint::from_shared(args.addr.clone())
+        .with_context(|| format!("bad broker address {}", args.addr))?;
+    if args.addr.starts_with("https://") {
+        endpoint = endpoint.tls_config(tls(args)?)?;
+    }
+    let channel = endpoint
         .connect()
         .await
         .with_context(|| format!("cannot connect to {}", args.addr))?;
@@ -49,6 +54,19 @@ pub(crate) async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
         .transpose()
         .context("the token holds characters a header cannot")?;
     Ok(ToolBrokerClient::with_interceptor(channel, Bearer(bearer)))
+}
+
+/// TLS to the broker: the system's roots, or the CA of `--ca-cert`.
+fn tls(args: &ClientArgs) -> anyhow::Result<ClientTlsConfig> {
+    let config = ClientTlsConfig::new();
+    Ok(match &args.ca_cert {
+        None => config.with_native_roots(),
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--ca-cert {}: cannot read it", path.display()))?;
+            config.ca_certificate(Certificate::from_pem(pem))
+        }
+    })
 }
 
 /// Prints every tool: name, server and description.

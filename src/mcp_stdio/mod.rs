@@ -56,6 +56,7 @@ pub fn client_args(args: &McpStdioArgs) -> Result<ClientArgs, UsageError> {
     Ok(ClientArgs {
         addr: args.broker.clone(),
         token,
+        ca_cert: args.ca_cert.clone(),
     })
 }
 
