@@ -119,10 +119,26 @@ async fn connect(
     token: Option<&str>,
     client: Client,
 ) -> RunningService<RoleClient, Client> {
+    connect_with(url, token, &[], client).await
+}
+
+/// A session sending `headers` with every request.
+async fn connect_with(
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&'static str, &str)],
+    client: Client,
+) -> RunningService<RoleClient, Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
     if let Some(token) = token {
         config = config.auth_header(token.to_owned());
+    }
+    for (name, value) in headers {
+        config.custom_headers.insert(
+            reqwest::header::HeaderName::from_static(name),
+            reqwest::header::HeaderValue::from_str(value).unwrap(),
+        );
     }
     tokio::time::timeout(
         WAIT,
@@ -661,4 +677,59 @@ async fn logs_at_the_clients_level_subscriptions_and_completions_are_bridged() {
         .await
         .unwrap();
     session.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn each_caller_gets_its_own_session_of_a_per_caller_server() {
+    async fn whoami(session: &RunningService<RoleClient, Client>) -> Value {
+        let arguments = json!({"env": ["CALLER", "TENANT"]});
+        let result = session
+            .call_tool(call("m_whoami", arguments))
+            .await
+            .unwrap();
+        serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap()
+    }
+    let auth = json!({"tokens": [
+        {"name": "alice", "value_env": "ALICE"},
+        {"name": "bob", "value_env": "BOB"},
+    ]});
+    let (_broker, url) = face(|b| {
+        b.server(
+            demo("mine")
+                .prefix("m_")
+                .set("isolation", "per-caller")
+                .set(
+                    "env",
+                    json!({"CALLER": "${caller.id}", "TENANT": "${caller.header.x-tenant}"}),
+                )
+                .set("discovery", json!({"headers": {"x-tenant": "none"}})),
+        )
+        .top("auth", auth)
+        .env("ALICE", "alice-token")
+        .env("BOB", "bob-token")
+    })
+    .await;
+    let alice = connect_with(
+        &url,
+        Some("alice-token"),
+        &[("x-tenant", "blue")],
+        Client::default(),
+    )
+    .await;
+    let bob = connect_with(
+        &url,
+        Some("bob-token"),
+        &[("x-tenant", "red")],
+        Client::default(),
+    )
+    .await;
+    let (a, b) = (whoami(&alice).await, whoami(&bob).await);
+    assert_eq!(a["env"], json!({"CALLER": "alice", "TENANT": "blue"}));
+    assert_eq!(b["env"], json!({"CALLER": "bob", "TENANT": "red"}));
+    assert_ne!(a["pid"], b["pid"], "a process each");
+    assert_eq!(
+        whoami(&alice).await["pid"],
+        a["pid"],
+        "the same caller, the same process"
+    );
 }
