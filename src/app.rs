@@ -144,15 +144,6 @@ impl App {
             Some(audit) => Some((AuditLog::open(audit)?, audit.clone())),
             None => None,
         };
-        if let Some(addr) = config.mcp_listen {
-            let parts = crate::mcp_face::Parts {
-                broker: broker.clone(),
-                gate: gate.clone(),
-                audit: audit.as_ref().map(|(log, _)| log.clone()),
-                shutdown: shutdown.clone(),
-            };
-            crate::mcp_face::start(addr, parts).await?;
-        }
         let service = Arc::new(BrokerService::new(
             broker.clone(),
             shutdown.clone(),
@@ -160,6 +151,17 @@ impl App {
             audit.as_ref().map(|(log, _)| log.clone()),
         ));
         let closing = CancellationToken::new();
+        if let Some(addr) = config.mcp_listen {
+            let parts = crate::mcp_face::Parts {
+                broker: broker.clone(),
+                gate: gate.clone(),
+                audit: audit.as_ref().map(|(log, _)| log.clone()),
+                shutdown: shutdown.clone(),
+                closing: closing.clone(),
+                in_flight: service.in_flight(),
+            };
+            crate::mcp_face::start(addr, parts).await?;
+        }
         let parts = server::Parts {
             service: service.clone(),
             health,

@@ -19,6 +19,7 @@ pub mod domain;
 pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
+pub mod in_flight;
 pub mod login;
 pub mod mcp_face;
 pub mod mcp_stdio;

@@ -733,3 +733,39 @@ async fn each_caller_gets_its_own_session_of_a_per_caller_server() {
         "the same caller, the same process"
     );
 }
+
+#[tokio::test]
+async fn sigterm_lets_face_calls_in_flight_finish_and_refuses_new_ones() {
+    use nix::{
+        sys::signal::{Signal, kill},
+        unistd::Pid,
+    };
+    let (broker, url) = face(|b| b.top("shutdown_grace", "10s")).await;
+    let session = Arc::new(connect(&url, None, Client::default()).await);
+    let running = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            session
+                .call_tool(call("d_sleep", json!({"ms": 1500})))
+                .await
+        })
+    };
+    broker
+        .wait_for_log("sleep started", common::stderr_says("sleep started"))
+        .await;
+    kill(Pid::from_raw(broker.pid() as i32), Signal::SIGTERM).unwrap();
+    broker
+        .wait_for_log("the shutdown", |l| l["message"] == "shutting down")
+        .await;
+    let late = session
+        .call_tool(call("d_echo", json!({"message": "too late"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(late.contains("shutting down"), "{late}");
+    let finished = tokio::time::timeout(WAIT, running).await.unwrap().unwrap();
+    let finished = finished.unwrap();
+    assert_eq!(finished.content[0].as_text().unwrap().text, "slept 1500 ms");
+    let status = broker.terminate().await;
+    assert!(status.success(), "{status:?}");
+}

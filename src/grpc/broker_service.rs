@@ -1,10 +1,9 @@
 //! The state behind the `ToolBroker` handlers ([`BrokerService`]) and what unary and streaming
-//! calls share: the checks and decoding of a call, the count of calls in flight, and how a
+//! calls share: the checks and decoding of a call, the calls in flight, and how a
 //! refusal becomes a status.
 
 use std::{sync::Arc, time::Duration};
 
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::{Extensions, Request, Status, metadata::MetadataMap};
 
@@ -20,6 +19,7 @@ use crate::{
         call::RawArguments,
         request_error::{Level, RequestError},
     },
+    in_flight::InFlight,
     proto,
     telemetry::context::TraceHeaders,
 };
@@ -31,7 +31,8 @@ pub struct BrokerService {
     pub(super) shutdown: CancellationToken,
     pub(super) limit: ResponseLimit,
     pub(super) tools: Arc<ToolCache>,
-    pub(super) calls_in_flight: watch::Sender<usize>,
+    /// The calls running now (the MCP face's too).
+    pub(super) in_flight: InFlight,
     pub(super) audit: Option<AuditLog>,
 }
 
@@ -43,22 +44,6 @@ pub(super) struct PreparedCall {
     pub deadline: Option<Duration>,
     pub trace: TraceHeaders,
     pub context: CallContext,
-}
-
-/// Counts a call while it runs, so that shutdown can wait for the calls in flight.
-pub(super) struct CallInFlight<'a>(&'a watch::Sender<usize>);
-
-impl<'a> CallInFlight<'a> {
-    pub(super) fn start(count: &'a watch::Sender<usize>) -> Self {
-        count.send_modify(|n| *n += 1);
-        Self(count)
-    }
-}
-
-impl Drop for CallInFlight<'_> {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
-    }
 }
 
 impl BrokerService {
@@ -75,15 +60,19 @@ impl BrokerService {
             shutdown,
             limit: ResponseLimit(max_response_bytes),
             tools: Arc::default(),
-            calls_in_flight: watch::channel(0).0,
+            in_flight: InFlight::default(),
             audit,
         }
     }
 
-    /// Resolves once no CallTool is running (new ones are refused once shutdown began).
+    /// Resolves once no call is running (new ones are refused once shutdown began).
     pub async fn idle(&self) {
-        let mut count = self.calls_in_flight.subscribe();
-        let _ = count.wait_for(|n| *n == 0).await;
+        self.in_flight.idle().await;
+    }
+
+    /// The count of calls running, to share with the MCP face.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
     }
 
     /// CallTool: decode, ask the broker, encode.
@@ -91,7 +80,7 @@ impl BrokerService {
         &self,
         request: Request<proto::CallToolRequest>,
     ) -> Result<proto::CallToolResponse, RequestError> {
-        let _counted = CallInFlight::start(&self.calls_in_flight);
+        let _counted = self.in_flight.start();
         let (metadata, extensions, request) = request.into_parts();
         let call = self.prepare(metadata, extensions, request)?;
         let called = self

@@ -28,7 +28,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
 use super::{
-    broker_service::{BrokerService, CallInFlight, PreparedCall, refused},
+    broker_service::{BrokerService, PreparedCall, refused},
     call_audit::{Draft, Pending},
     convert, observe,
 };
@@ -149,7 +149,7 @@ async fn run(
     mut inbound: Streaming<proto::CallToolStreamRequest>,
     out: &mpsc::Sender<Sent>,
 ) -> Option<Result<proto::CallToolResponse, RequestError>> {
-    let _counted = CallInFlight::start(&service.calls_in_flight);
+    let _counted = service.in_flight.start();
     let (conversation, mut events) = Conversation::new();
     let call = service.broker.call(
         &prepared.name,

@@ -45,7 +45,7 @@ pub struct Face {
 }
 
 impl Face {
-    /// A face on `broker`, auditing calls to `audit`, until `shutdown`.
+    /// A face on `broker`, auditing calls to `audit`, taking none after `shutdown`.
     pub fn new(broker: Broker, audit: Option<AuditLog>, shutdown: CancellationToken) -> Self {
         Self {
             broker,

@@ -14,7 +14,16 @@ mod session;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use axum::{Router, middleware, routing::get};
+use axum::{
+    Router,
+    body::Body,
+    extract::{Request, State},
+    http::Method,
+    middleware::{self, Next},
+    response::Response,
+    routing::get,
+};
+use futures::StreamExt as _;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -22,7 +31,7 @@ use rmcp::transport::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{audit::AuditLog, auth::Gate, broker::Broker};
+use crate::{audit::AuditLog, auth::Gate, broker::Broker, in_flight::InFlight};
 
 pub use changes::Stale;
 pub use handler::Face;
@@ -46,19 +55,42 @@ pub struct Parts {
     pub gate: Gate,
     /// Where calls are audited, if they are.
     pub audit: Option<AuditLog>,
-    /// Ends the face (and every client's session).
+    /// Cancelled when shutdown begins: new calls are refused.
     pub shutdown: CancellationToken,
+    /// Cancelled when the calls in flight had their grace: the face and every client's
+    /// session end.
+    pub closing: CancellationToken,
+    /// The calls running now, which shutdown waits for.
+    pub in_flight: InFlight,
 }
 
-/// Serves the MCP face on `addr` until `parts.shutdown`; the address it listens on.
+/// Counts a request to `/mcp` as in flight until its response has been sent: shutdown waits
+/// for those, and a `tools/call`'s answer rides its POST's response stream to the end.
+async fn counted(State(in_flight): State<InFlight>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        // GET is the client's standing stream: it lasts as long as the session.
+        return next.run(request).await;
+    }
+    let held = in_flight.hold();
+    let response = next.run(request).await;
+    response.map(|body| {
+        let frames = body.into_data_stream().map(move |frame| {
+            let _held = &held;
+            frame
+        });
+        Body::from_stream(frames)
+    })
+}
+
+/// Serves the MCP face on `addr` until `parts.closing`; the address it listens on.
 pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("mcp_listen: cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    let shutdown = parts.shutdown.clone();
+    let closing = parts.closing.clone();
     let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
+        StreamableHttpServerConfig::default().with_cancellation_token(closing.child_token());
     // Host and Origin checks against DNS rebinding on loopback; a face on another address is
     // reached by names and from origins only its operator knows.
     config = if addr.ip().is_loopback() {
@@ -66,7 +98,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     } else {
         config.disable_allowed_hosts()
     };
-    let face = Face::new(parts.broker, parts.audit, shutdown.clone());
+    let face = Face::new(parts.broker, parts.audit, parts.shutdown);
     let service = StreamableHttpService::new(
         move || Ok(face.for_session()),
         LocalSessionManager::default().into(),
@@ -76,6 +108,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     let router = Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(gate.clone(), access::admit))
+        .layer(middleware::from_fn_with_state(parts.in_flight, counted))
         .merge(
             Router::new()
                 .route(access::METADATA_PATH, get(access::metadata))
@@ -88,7 +121,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     tracing::info!(addr = %local, "MCP face listening at /mcp");
     tokio::spawn(async move {
         let serving =
-            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
+            axum::serve(listener, router).with_graceful_shutdown(closing.cancelled_owned());
         if let Err(error) = serving.await {
             tracing::error!(%error, "the MCP face failed");
         }
