@@ -124,6 +124,11 @@ fn describe() {
         "MCP requests the broker sent (mcp.client.operation.duration)"
     );
     metrics::describe_histogram!(
+        semconv::MCP_SERVER_OPERATION_DURATION,
+        Unit::Seconds,
+        "tools/call requests the MCP face served (mcp.server.operation.duration)"
+    );
+    metrics::describe_histogram!(
         semconv::RPC_SERVER_CALL_DURATION,
         Unit::Seconds,
         "gRPC calls the broker served (rpc.server.call.duration)"

@@ -39,6 +39,8 @@ use toolbroker::proto;
 
 /// A broker serving the demo server (prefix `d_`) on a face; the face's URL.
 async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker, String) {
+    // reqwest (the tests' raw requests) wants a crypto provider installed.
+    toolbroker::upstream::install_tls_provider();
     let port = free_port();
     let builder = Broker::builder()
         .server(demo("demo").prefix("d_"))
@@ -334,8 +336,9 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
         },
     });
     let audit_config = json!({"file": audit.to_str().unwrap()});
-    let (_broker, url) = face(|b| {
+    let (broker, url) = face(|b| {
         b.server(demo("rated").prefix("r_").set("caller_rate", "1/h"))
+            .top("metrics_listen", "127.0.0.1:0")
             .top("auth", auth)
             .top("audit", audit_config)
             .env("ALICE", "alice-token")
@@ -436,6 +439,25 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
         ]
     );
     assert!(lines.iter().all(|l| l["caller"] == "narrow"), "{lines:?}");
+
+    // And measured: mcp.server.operation.duration, by outcome.
+    let metrics = reqwest::get(broker.metrics_url().await)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |error_type: &str| {
+        let label = format!(r#"error_type="{error_type}""#);
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("mcp_server_operation_duration_seconds_count{"))
+            .filter(|l| l.contains(r#"mcp_method_name="tools/call""#) && l.contains(&label))
+            .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(count(""), Some(1.0), "{metrics}");
+    assert_eq!(count("rate_limited"), Some(1.0), "{metrics}");
+    assert_eq!(count("permission_denied"), Some(1.0), "{metrics}");
 }
 
 /// One JSON-RPC request to the face; the HTTP status and the answer (from JSON or SSE).

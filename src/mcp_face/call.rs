@@ -10,7 +10,10 @@
     reason = "sampling and logging are what clients before MCP 2026-07-28 use"
 )]
 
-use std::{sync::atomic::Ordering, time::Duration};
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
 
 use rmcp::{
     ErrorData, RoleServer,
@@ -32,7 +35,7 @@ use crate::{
     conversation::{Conversation, Interaction},
     domain::{call::RawArguments, request_error::RequestError},
     grpc::call_audit::{Answered, Draft, Pending},
-    telemetry::context::TraceHeaders,
+    telemetry::{context::TraceHeaders, semconv},
 };
 
 impl Face {
@@ -59,9 +62,11 @@ impl Face {
             audit,
             broker: &self.broker,
         });
+        let started = Instant::now();
         let result = self
             .run(&request.name, arguments, &caller, context, incoming)
             .await;
+        record(&result, started);
         if let Some(pending) = pending {
             pending.finish_with(result.as_ref().map(|called| Answered {
                 is_error: called.result.is_error == Some(true),
@@ -138,6 +143,22 @@ impl Face {
             other => relay(context, token, other).await,
         }
     }
+}
+
+/// The call in `mcp.server.operation.duration`, with its `error.type` when it failed (as the
+/// client's `CallTool` would be in `rpc.server.call.duration`).
+fn record(result: &Result<Called, RequestError>, started: Instant) {
+    let error_type = match result {
+        Ok(called) if called.result.is_error == Some(true) => "tool_error",
+        Ok(_) => "",
+        Err(error) => error.class().label,
+    };
+    metrics::histogram!(
+        semconv::MCP_SERVER_OPERATION_DURATION,
+        semconv::MCP_METHOD_NAME => "tools/call",
+        semconv::ERROR_TYPE => error_type,
+    )
+    .record(started.elapsed().as_secs_f64());
 }
 
 /// How long a question to the client may wait for its answer before it is declined; the

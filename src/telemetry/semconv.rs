@@ -10,6 +10,8 @@
 
 /// `mcp.client.operation.duration` (histogram, seconds).
 pub const MCP_CLIENT_OPERATION_DURATION: &str = "mcp_client_operation_duration_seconds";
+/// `mcp.server.operation.duration` (histogram, seconds): the MCP face's requests.
+pub const MCP_SERVER_OPERATION_DURATION: &str = "mcp_server_operation_duration_seconds";
 /// `rpc.server.call.duration` (histogram, seconds).
 pub const RPC_SERVER_CALL_DURATION: &str = "rpc_server_call_duration_seconds";
 
