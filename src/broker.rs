@@ -173,6 +173,12 @@ impl Broker {
         (self.snapshot(), self.inner.events.subscribe(), guard)
     }
 
+    /// The catalog's events from now on (for the MCP face's list changes: not a Watch stream,
+    /// so not counted as one).
+    pub fn events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.inner.events.subscribe()
+    }
+
     /// Enforces `config`'s call rates from now on; a rate that did not change keeps its state.
     pub fn set_rates(&self, config: &Config) {
         self.update(|state| {

@@ -71,7 +71,7 @@ pub async fn follow<F, Fut>(
     F: Fn(Stale) -> Fut,
     Fut: Future<Output = bool>,
 {
-    let (_, mut events, _watching) = broker.subscribe();
+    let mut events = broker.events();
     let mut check = tokio::time::interval(GONE_CHECK);
     loop {
         let mut stale = Stale::default();
