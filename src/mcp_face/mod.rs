@@ -22,6 +22,7 @@ use axum::{
     middleware::{self, Next},
     response::Response,
     routing::get,
+    serve::ListenerExt as _,
 };
 use futures::StreamExt as _;
 use rmcp::transport::{
@@ -119,6 +120,13 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
                 .with_state(gate),
         );
     tracing::info!(addr = %local, "MCP face listening at /mcp");
+    // An answer goes out in a few small writes (SSE events): without TCP_NODELAY, Nagle and
+    // the client's delayed ACK hold the last one back ~40 ms on a kept-alive connection.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     tokio::spawn(async move {
         let serving =
             axum::serve(listener, router).with_graceful_shutdown(closing.cancelled_owned());
