@@ -17,7 +17,11 @@
 //! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
 //!   (medians of interleaved rounds);
 //! - `stream`: CallToolStream against CallTool, `echo` with no events, at concurrency 1 and 16
-//!   (medians of interleaved rounds).
+//!   (medians of interleaved rounds);
+//! - `face`: MCP `tools/call echo` direct over stdio, through gRPC CallTool and through the
+//!   broker's MCP face (streamable HTTP), at concurrency 1, 16, 64 (medians of interleaved
+//!   rounds); `--mcp-proxy BIN` adds the crates.io `mcp-proxy` binary BIN in front of the same
+//!   server, for comparison.
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
@@ -26,6 +30,7 @@ mod broker;
 mod calls;
 mod collector;
 mod direct;
+mod face;
 mod fanout;
 mod guards;
 mod listing;
@@ -66,10 +71,13 @@ async fn main() -> anyhow::Result<()> {
     let all = scenario == "all";
     let known = [
         "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
-        "stream",
+        "stream", "face",
     ];
     if !known.contains(&scenario) {
-        eprintln!("usage: loadgen {} [--seconds N] [--quick]", known.join("|"));
+        eprintln!(
+            "usage: loadgen {} [--seconds N] [--quick] [--mcp-proxy BIN]",
+            known.join("|")
+        );
         std::process::exit(2);
     }
     println!("{}", machine());
@@ -99,6 +107,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "stream" {
         streaming::run(plan).await?;
+    }
+    if all || scenario == "face" {
+        face::run(plan, flag(&args, "--mcp-proxy").map(String::as_str)).await?;
     }
     Ok(())
 }

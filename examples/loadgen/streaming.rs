@@ -81,7 +81,7 @@ async fn load(
 }
 
 /// CallTool `echo`, its answer checked.
-async fn unary_echo(mut client: ToolBrokerClient<Channel>) -> anyhow::Result<()> {
+pub async fn unary_echo(mut client: ToolBrokerClient<Channel>) -> anyhow::Result<()> {
     let answer = client.call_tool(echo()).await?.into_inner();
     if answer.text != "hello" {
         bail!("CallTool echo answered {answer:?}");
