@@ -22,6 +22,7 @@ pub mod health;
 pub mod in_flight;
 pub mod login;
 pub mod mcp_face;
+pub mod mcp_lists;
 pub mod mcp_stdio;
 pub mod metrics;
 pub mod proto;

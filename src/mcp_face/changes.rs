@@ -11,48 +11,25 @@ use crate::{
     auth::Caller,
     broker::Broker,
     domain::catalog::{Change, Event},
+    mcp_lists::Stale,
 };
 
-/// Which lists a client should fetch again.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Stale {
-    /// `tools/list`.
-    pub tools: bool,
-    /// `resources/list` and `resources/templates/list`.
-    pub resources: bool,
-    /// `prompts/list`.
-    pub prompts: bool,
-}
-
-impl Stale {
-    /// Everything (the client fell behind the events).
-    const ALL: Stale = Stale {
-        tools: true,
-        resources: true,
-        prompts: true,
-    };
-
-    /// Adds what `event` makes stale for `caller`.
-    pub fn add(&mut self, event: &Event, caller: &Caller) {
-        match &event.change {
-            Change::Tools(_, change) => {
-                self.tools |= change
-                    .added
-                    .iter()
-                    .chain(&change.updated)
-                    .map(|tool| tool.name.as_str())
-                    .chain(change.removed.iter().map(|name| name.as_str()))
-                    .any(|name| caller.may_use(name));
-            }
-            Change::Resources(server) => self.resources |= caller.may_read(server.as_str()),
-            Change::Prompts(_) => self.prompts = true,
-            // A server's state alone changes no list: its tools come and go as Tools events.
-            Change::Server(_) => {}
+/// Adds to `stale` what `event` makes stale for `caller`.
+pub fn add(stale: &mut Stale, event: &Event, caller: &Caller) {
+    match &event.change {
+        Change::Tools(_, change) => {
+            stale.tools |= change
+                .added
+                .iter()
+                .chain(&change.updated)
+                .map(|tool| tool.name.as_str())
+                .chain(change.removed.iter().map(|name| name.as_str()))
+                .any(|name| caller.may_use(name));
         }
-    }
-
-    fn any(self) -> bool {
-        self.tools || self.resources || self.prompts
+        Change::Resources(server) => stale.resources |= caller.may_read(server.as_str()),
+        Change::Prompts(_) => stale.prompts = true,
+        // A server's state alone changes no list: its tools come and go as Tools events.
+        Change::Server(_) => {}
     }
 }
 
@@ -84,7 +61,7 @@ pub async fn follow<F, Fut>(
                 continue;
             }
             received = events.recv() => match received {
-                Ok(event) => stale.add(&event, caller),
+                Ok(event) => add(&mut stale, &event, caller),
                 Err(RecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(RecvError::Closed) => return,
             },
@@ -92,7 +69,7 @@ pub async fn follow<F, Fut>(
         // The rest of a burst (a server coming back changes tools, resources and prompts).
         loop {
             match events.try_recv() {
-                Ok(event) => stale.add(&event, caller),
+                Ok(event) => add(&mut stale, &event, caller),
                 Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(_) => break,
             }

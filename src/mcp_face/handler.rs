@@ -30,7 +30,7 @@ use super::{
     request::{FaceCaller, caller, incoming_trace, refused_request, server_span},
     session::Session,
 };
-use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError};
+use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError, mcp_lists};
 
 /// JSON-RPC's "method not found".
 const METHOD_NOT_FOUND: i32 = -32601;
@@ -102,19 +102,13 @@ impl ServerHandler for Face {
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let caller = caller(&subscription.request_context().extensions);
         let stop = self.shutdown.child_token();
+        let sink = subscription.sink();
         let watching = changes::follow(
             &self.broker,
             &caller,
             stop,
             || false,
-            |stale| {
-                let sink = subscription.sink();
-                async move {
-                    (!stale.tools || sink.notify_tool_list_changed().await.is_ok())
-                        && (!stale.resources || sink.notify_resource_list_changed().await.is_ok())
-                        && (!stale.prompts || sink.notify_prompt_list_changed().await.is_ok())
-                }
-            },
+            |stale| mcp_lists::announce(sink, stale),
         );
         tokio::select! {
             () = watching => {}

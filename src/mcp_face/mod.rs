@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{audit::AuditLog, auth::Gate, broker::Broker, in_flight::InFlight};
 
-pub use changes::Stale;
 pub use handler::Face;
 
 /// Browser origins accepted on a loopback face: pages served from this machine. Any other

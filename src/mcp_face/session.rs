@@ -10,7 +10,7 @@ use rmcp::{RoleServer, model::ResourceUpdatedNotificationParam, service::Peer};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Face, changes, request::FaceCaller};
-use crate::{auth::Caller, domain::uri_template};
+use crate::{auth::Caller, domain::uri_template, mcp_lists};
 
 /// What one client session chose.
 #[derive(Default)]
@@ -65,12 +65,7 @@ impl Face {
             let stop = face.shutdown.child_token();
             let gone = || peer.is_transport_closed();
             let lists = changes::follow(&face.broker, &caller, stop, gone, |stale| {
-                let peer = peer.clone();
-                async move {
-                    (!stale.tools || peer.notify_tool_list_changed().await.is_ok())
-                        && (!stale.resources || peer.notify_resource_list_changed().await.is_ok())
-                        && (!stale.prompts || peer.notify_prompt_list_changed().await.is_ok())
-                }
+                mcp_lists::announce(&peer, stale)
             });
             tokio::select! {
                 () = lists => {}

@@ -26,6 +26,7 @@ use tonic::Code;
 use crate::{
     domain::uri_template,
     grpc::convert::json_to_struct,
+    mcp_lists::Stale,
     proto::{self, content::Kind, embedded_resource, resource_contents, watch_event::Event},
 };
 
@@ -344,59 +345,25 @@ pub fn elicitation_response(id: String, answer: ElicitResult) -> proto::Elicitat
     }
 }
 
-/// Which of the MCP client's lists a Watch event changes.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Changed {
-    /// `tools/list`.
-    pub tools: bool,
-    /// `resources/list` and `resources/templates/list`.
-    pub resources: bool,
-    /// `prompts/list`.
-    pub prompts: bool,
-}
-
-impl Changed {
-    /// Every list: after a gap in which events may have been missed.
-    pub const ALL: Changed = Changed {
-        tools: true,
-        resources: true,
-        prompts: true,
-    };
-
-    /// Both lists' changes.
-    pub fn union(self, other: Changed) -> Changed {
-        Changed {
-            tools: self.tools || other.tools,
-            resources: self.resources || other.resources,
-            prompts: self.prompts || other.prompts,
-        }
-    }
-
-    /// Whether any list changed.
-    pub fn any(self) -> bool {
-        self.tools || self.resources || self.prompts
-    }
-
-    /// What `event` changes. A snapshot in mid-stream replaces events the broker dropped for a
-    /// slow watcher, whatever they were; a server's state alone changes no list (its tools,
-    /// resources and prompts come and go with events of their own).
-    pub fn by(event: &Event) -> Changed {
-        match event {
-            Event::Snapshot(_) => Changed::ALL,
-            Event::ToolsChanged(_) => Changed {
-                tools: true,
-                ..Changed::default()
-            },
-            Event::ResourcesChanged(_) => Changed {
-                resources: true,
-                ..Changed::default()
-            },
-            Event::PromptsChanged(_) => Changed {
-                prompts: true,
-                ..Changed::default()
-            },
-            Event::ServerStatus(_) => Changed::default(),
-        }
+/// Which of the MCP client's lists a Watch event makes stale. A snapshot in mid-stream replaces
+/// events the broker dropped for a slow watcher, whatever they were; a server's state alone
+/// changes no list (its tools, resources and prompts come and go with events of their own).
+pub fn stale_by(event: &Event) -> Stale {
+    match event {
+        Event::Snapshot(_) => Stale::ALL,
+        Event::ToolsChanged(_) => Stale {
+            tools: true,
+            ..Stale::default()
+        },
+        Event::ResourcesChanged(_) => Stale {
+            resources: true,
+            ..Stale::default()
+        },
+        Event::PromptsChanged(_) => Stale {
+            prompts: true,
+            ..Stale::default()
+        },
+        Event::ServerStatus(_) => Stale::default(),
     }
 }
 

@@ -1,6 +1,7 @@
 use rmcp::model::ErrorCode;
 
 use super::*;
+use crate::mcp_lists::Stale;
 use crate::proto::{content::Kind, embedded_resource::Contents};
 
 fn block(kind: Kind) -> proto::Content {
@@ -371,38 +372,38 @@ fn questions_become_elicitation_params_and_answers_go_back() {
 fn watch_events_name_the_lists_they_change() {
     let tools = Event::ToolsChanged(proto::ToolsChanged::default());
     assert_eq!(
-        Changed::by(&tools),
-        Changed {
+        stale_by(&tools),
+        Stale {
             tools: true,
             ..Default::default()
         }
     );
     let resources = Event::ResourcesChanged(proto::ResourcesChanged::default());
     assert_eq!(
-        Changed::by(&resources),
-        Changed {
+        stale_by(&resources),
+        Stale {
             resources: true,
             ..Default::default()
         }
     );
     let prompts = Event::PromptsChanged(proto::PromptsChanged::default());
     assert_eq!(
-        Changed::by(&prompts),
-        Changed {
+        stale_by(&prompts),
+        Stale {
             prompts: true,
             ..Default::default()
         }
     );
     let status = Event::ServerStatus(proto::ServerStatus::default());
-    assert_eq!(Changed::by(&status), Changed::default());
+    assert_eq!(stale_by(&status), Stale::default());
     let snapshot = Event::Snapshot(proto::Snapshot::default());
-    assert_eq!(Changed::by(&snapshot), Changed::ALL);
-    let burst = Changed::by(&tools).union(Changed::by(&prompts));
+    assert_eq!(stale_by(&snapshot), Stale::ALL);
+    let burst = stale_by(&tools).union(stale_by(&prompts));
     assert_eq!(
         (burst.tools, burst.resources, burst.prompts),
         (true, false, true)
     );
-    assert!(burst.any() && !Changed::default().any());
+    assert!(burst.any() && !Stale::default().any());
 }
 
 #[test]

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::{convert, watch};
 use crate::{
     client::Client,
+    mcp_lists,
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
 
@@ -267,7 +268,7 @@ impl ServerHandler for StdioFace {
         }
         let (broker, closed, peer) = (self.broker.clone(), self.closed.clone(), context.peer);
         tokio::spawn(async move {
-            let following = watch::follow(broker, |changed| watch::notify_peer(&peer, changed));
+            let following = watch::follow(broker, |stale| mcp_lists::announce(&peer, stale));
             tokio::select! {
                 () = following => {}
                 () = closed.cancelled() => {}
@@ -292,10 +293,8 @@ impl ServerHandler for StdioFace {
     /// `subscriptions/listen` request instead.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let sink = subscription.sink();
-        let following = watch::follow(self.broker.clone(), |changed| async move {
-            (!changed.tools || sink.notify_tool_list_changed().await.is_ok())
-                && (!changed.resources || sink.notify_resource_list_changed().await.is_ok())
-                && (!changed.prompts || sink.notify_prompt_list_changed().await.is_ok())
+        let following = watch::follow(self.broker.clone(), |stale| {
+            mcp_lists::announce(sink, stale)
         });
         tokio::select! {
             () = following => {}

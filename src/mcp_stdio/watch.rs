@@ -5,12 +5,12 @@
 use std::{future::Future, time::Duration};
 
 use futures::FutureExt as _;
-use rmcp::{RoleServer, service::Peer};
 
-use super::convert::Changed;
+use super::convert::stale_by;
 use crate::{
     client::Client,
     domain::backoff,
+    mcp_lists::Stale,
     proto::{self, watch_event::Event},
 };
 
@@ -31,7 +31,7 @@ enum Ended {
 /// caller stops it by dropping it.
 pub(super) async fn follow<F, Fut>(broker: Client, notify: F)
 where
-    F: Fn(Changed) -> Fut,
+    F: Fn(Stale) -> Fut,
     Fut: Future<Output = bool>,
 {
     let mut attempt = 0u32;
@@ -58,7 +58,7 @@ where
 /// the gap went unseen.
 async fn follow_once<F, Fut>(mut broker: Client, notify: &F, reconnecting: bool) -> Ended
 where
-    F: Fn(Changed) -> Fut,
+    F: Fn(Stale) -> Fut,
     Fut: Future<Output = bool>,
 {
     let broken = |reason: String, followed| Ended::Broken { reason, followed };
@@ -75,7 +75,7 @@ where
         Err(status) => return broken(format!("{status:?}"), false),
     }
     tracing::info!("following the broker's Watch stream");
-    if reconnecting && !notify(Changed::ALL).await {
+    if reconnecting && !notify(Stale::ALL).await {
         return Ended::ClientGone;
     }
     loop {
@@ -107,13 +107,6 @@ where
     }
 }
 
-fn changed_by(event: &proto::WatchEvent) -> Changed {
-    event.event.as_ref().map(Changed::by).unwrap_or_default()
-}
-
-/// Notifies the client of a session begun with `initialize`; `false` once it is gone.
-pub(super) async fn notify_peer(peer: &Peer<RoleServer>, changed: Changed) -> bool {
-    (!changed.tools || peer.notify_tool_list_changed().await.is_ok())
-        && (!changed.resources || peer.notify_resource_list_changed().await.is_ok())
-        && (!changed.prompts || peer.notify_prompt_list_changed().await.is_ok())
+fn changed_by(event: &proto::WatchEvent) -> Stale {
+    event.event.as_ref().map(stale_by).unwrap_or_default()
 }
