@@ -791,3 +791,26 @@ async fn sigterm_lets_face_calls_in_flight_finish_and_refuses_new_ones() {
     let status = broker.terminate().await;
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn a_call_the_client_cancels_is_cancelled_upstream() {
+    let (broker, url) = face(|b| b).await;
+    let session = connect(&url, None, Client::default()).await;
+    let sleeping = session.call_tool(call("d_sleep", json!({"ms": 60000})));
+    tokio::select! {
+        result = sleeping => panic!("a minute's sleep returned: {result:?}"),
+        _ = broker.wait_for_log("the sleep", common::stderr_says("sleep started")) => {}
+    }
+    // Dropping the call sent notifications/cancelled; the face drops the broker's call, which
+    // cancels it upstream.
+    let cancelled = broker
+        .wait_for_log("the cancellation", common::stderr_says("sleep cancelled"))
+        .await;
+    let message = cancelled["message"].as_str().unwrap();
+    assert!(message.contains("request cancelled"), "{message}");
+    let result = session
+        .call_tool(call("d_echo", json!({"message": "on"})))
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, "on");
+}
