@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, servers, mcpServers",
+                "expected one of: listen, metrics_listen, mcp_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, servers, mcpServers",
             )],
         ),
         (
@@ -416,6 +416,10 @@ fn value_errors() {
         (
             "metrics_listen: '0.0.0.0'",
             &[("metrics_listen", "invalid socket address \"0.0.0.0\"")],
+        ),
+        (
+            "mcp_listen: 'localhost:8080'",
+            &[("mcp_listen", "invalid socket address \"localhost:8080\"")],
         ),
         (
             "readiness: al",
