@@ -281,3 +281,27 @@ async fn the_client_reaches_an_https_broker_trusting_the_ca_it_is_given() {
     let untrusted = call(None);
     assert!(!untrusted.status.success(), "{untrusted:?}");
 }
+
+#[tokio::test]
+async fn a_reader_that_stops_reading_is_no_error() {
+    let broker = Broker::builder().server(demo("demo")).start().await;
+    broker.wait_ready().await;
+    for args in [
+        vec!["tools"],
+        vec!["call", "echo", r#"{"message": "unread"}"#],
+    ] {
+        // As `toolbroker tools | head -0` does: the pipe's reader is gone before a line is
+        // written.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let ran = StdCommand::new(toolbroker_bin())
+            .args(&args)
+            .args(["--addr", &format!("http://{}", broker.addr)])
+            .stdout(writer)
+            .output()
+            .expect("run toolbroker");
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert!(ran.status.success(), "{args:?}: {ran:?}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

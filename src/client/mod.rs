@@ -77,7 +77,14 @@ pub async fn list_tools(args: &ClientArgs) -> anyhow::Result<()> {
         .await
         .map_err(status_error)?
         .into_inner();
-    for tool in response.tools {
+    print(&listing(&response.tools))
+}
+
+/// The tools as `tools` prints them: `name(param: type, optional?: type)  [server]`, then the
+/// description indented.
+fn listing(tools: &[proto::Tool]) -> String {
+    let mut out = String::new();
+    for tool in tools {
         let params: Vec<String> = tool
             .params
             .iter()
@@ -90,12 +97,32 @@ pub async fn list_tools(args: &ClientArgs) -> anyhow::Result<()> {
                 )
             })
             .collect();
-        println!("{}({})  [{}]", tool.name, params.join(", "), tool.server);
+        out.push_str(&format!(
+            "{}({})  [{}]\n",
+            tool.name,
+            params.join(", "),
+            tool.server
+        ));
         if !tool.description.is_empty() {
-            println!("    {}", tool.description);
+            out.push_str(&format!("    {}\n", tool.description));
         }
     }
-    Ok(())
+    out
+}
+
+/// Writes `text` to stdout; a reader that stopped reading (`| head`) is no error.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(error).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Calls a tool (over CallToolStream with `--stream`) and prints its result; a tool error
@@ -116,25 +143,36 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<()> {
             .map_err(status_error)?
             .into_inner()
     };
-    for content in &response.content {
-        match &content.kind {
-            Some(Kind::Text(text)) => println!("{}", text.text),
-            Some(Kind::Image(image)) => {
-                println!("[image {} bytes {}]", image.mime_type, image.data.len())
-            }
-            Some(Kind::Audio(audio)) => {
-                println!("[audio {} bytes {}]", audio.mime_type, audio.data.len())
-            }
-            Some(Kind::Resource(resource)) => println!("[resource {}]", resource.uri),
-            Some(Kind::ResourceLink(link)) => println!("[link {} {}]", link.name, link.uri),
-            None => {}
-        }
-    }
-    if !response.structured_content_json.is_empty() {
-        println!("{}", response.structured_content_json);
-    }
+    print(&rendering(&response))?;
     anyhow::ensure!(!response.is_error, "the tool reported an error");
     Ok(())
+}
+
+/// A call's result as `call` prints it: each content block on a line of its own (text as it
+/// is, other blocks described), then the structured content.
+fn rendering(response: &proto::CallToolResponse) -> String {
+    let mut out = String::new();
+    for content in &response.content {
+        let line = match &content.kind {
+            Some(Kind::Text(text)) => text.text.clone(),
+            Some(Kind::Image(image)) => {
+                format!("[image {} bytes {}]", image.mime_type, image.data.len())
+            }
+            Some(Kind::Audio(audio)) => {
+                format!("[audio {} bytes {}]", audio.mime_type, audio.data.len())
+            }
+            Some(Kind::Resource(resource)) => format!("[resource {}]", resource.uri),
+            Some(Kind::ResourceLink(link)) => format!("[link {} {}]", link.name, link.uri),
+            None => continue,
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if !response.structured_content_json.is_empty() {
+        out.push_str(&response.structured_content_json);
+        out.push('\n');
+    }
+    out
 }
 
 /// "NotFound: unknown tool ..." rather than tonic's long Display.
