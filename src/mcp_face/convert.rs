@@ -31,16 +31,29 @@ pub fn tool(exposed: &ExposedTool) -> Tool {
         tool.output_schema = Some(Arc::new(output));
     }
     let hints = &spec.annotations;
-    let mut annotations = ToolAnnotations::default();
-    annotations.title = hints.title.clone();
-    annotations.read_only_hint = hints.read_only;
-    annotations.destructive_hint = hints.destructive;
-    annotations.idempotent_hint = hints.idempotent;
-    annotations.open_world_hint = hints.open_world;
-    if annotations != ToolAnnotations::default() {
-        tool.annotations = Some(annotations);
-    }
+    tool.annotations = annotations(
+        hints.title.clone(),
+        [
+            hints.read_only,
+            hints.destructive,
+            hints.idempotent,
+            hints.open_world,
+        ],
+    );
     tool
+}
+
+/// MCP's tool annotations from a title and the read-only, destructive, idempotent and
+/// open-world hints; `None` when they say nothing.
+pub fn annotations(title: Option<String>, hints: [Option<bool>; 4]) -> Option<ToolAnnotations> {
+    let [read_only, destructive, idempotent, open_world] = hints;
+    let mut annotations = ToolAnnotations::default();
+    annotations.title = title;
+    annotations.read_only_hint = read_only;
+    annotations.destructive_hint = destructive;
+    annotations.idempotent_hint = idempotent;
+    annotations.open_world_hint = open_world;
+    (annotations != ToolAnnotations::default()).then_some(annotations)
 }
 
 /// A listed resource.

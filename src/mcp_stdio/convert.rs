@@ -17,7 +17,6 @@ use rmcp::{
         GetPromptResult, JsonObject, LoggingLevel, LoggingMessageNotificationParam,
         ProgressNotificationParam, ProgressToken, Prompt, PromptArgument, PromptMessage,
         ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, Tool,
-        ToolAnnotations,
     },
 };
 use serde_json::{Map, Value, json};
@@ -54,15 +53,15 @@ pub fn tool(tool: proto::Tool) -> Tool {
     if let Some(hints) = tool.annotations {
         // The broker folded MCP's `title` into the annotations' title; both get it back.
         out.title = given(hints.title.clone());
-        let mut annotations = ToolAnnotations::new();
-        annotations.title = given(hints.title);
-        annotations.read_only_hint = hints.read_only_hint;
-        annotations.destructive_hint = hints.destructive_hint;
-        annotations.idempotent_hint = hints.idempotent_hint;
-        annotations.open_world_hint = hints.open_world_hint;
-        if annotations != ToolAnnotations::new() {
-            out.annotations = Some(annotations);
-        }
+        out.annotations = crate::mcp_face::convert::annotations(
+            given(hints.title),
+            [
+                hints.read_only_hint,
+                hints.destructive_hint,
+                hints.idempotent_hint,
+                hints.open_world_hint,
+            ],
+        );
     }
     out
 }
