@@ -28,15 +28,35 @@ async fn counting_channel(broker: &Broker) -> (Channel, Arc<AtomicUsize>) {
     (channel, connections)
 }
 
+/// Whether a call failed in the client before the broker saw it: it raced the connection's
+/// GOAWAY or close, and tonic says "transport error", or hyper cancelled the request still queued
+/// on the closing connection ("operation was canceled": "connection closed").
+fn never_sent(status: &tonic::Status) -> bool {
+    if status.message() == "transport error" {
+        return true;
+    }
+    let mut cause = std::error::Error::source(status);
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
 /// Calls ListTools every 100 ms until `done` says so. A tonic client does not retry a call that
-/// raced the connection's GOAWAY ("transport error": the broker never saw it) the way grpc-go,
-/// grpcio and grpc-js do, so such a call is retried once here; any other failure fails the test.
+/// raced the connection's GOAWAY (see [`never_sent`]) the way grpc-go, grpcio and grpc-js do, so
+/// such a call is retried once here; any other failure fails the test.
 /// Returns how many calls needed that retry.
 async fn keep_calling(client: &mut ToolBrokerClient<Channel>, done: impl Fn() -> bool) -> usize {
     let (mut calls, mut retried) = (0, 0);
     while !done() {
         let mut attempt = client.list_tools(proto::ListToolsRequest::default()).await;
-        if matches!(&attempt, Err(status) if status.message() == "transport error") {
+        if matches!(&attempt, Err(status) if never_sent(status)) {
             retried += 1;
             attempt = client.list_tools(proto::ListToolsRequest::default()).await;
         }
