@@ -30,6 +30,7 @@ use crate::{
     domain::{
         config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
+        views::Views,
     },
     grpc::{broker_service::BrokerService, server},
     health::HealthStatuses,
@@ -58,7 +59,7 @@ impl App {
     /// and spawns nothing.
     pub fn build(loaded: Loaded, listen: Option<SocketAddr>) -> Result<App, LoadError> {
         let config = &loaded.config;
-        let credentials = Credentials::load(&config.auth);
+        let credentials = Credentials::load(&config.auth, &Views::new(&config.views));
         let tls = config
             .tls
             .as_ref()
@@ -139,7 +140,7 @@ impl App {
             async move { gate.prefetch().await }
         });
         let (acceptor, certs) = self.tls.unzip();
-        broker.set_rates(config);
+        broker.set_rules(config);
         let audit = match &config.audit {
             Some(audit) => Some((AuditLog::open(audit)?, audit.clone())),
             None => None,

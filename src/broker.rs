@@ -28,9 +28,11 @@ use crate::{
         config::Config,
         names::ServerName,
         offer::{PromptSpec, Resources},
+        overrides,
         request_error::{INVALID_PARAMS, RequestError},
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
+        views::Views,
     },
     rate_limits::RateLimits,
     telemetry::context::TraceHeaders,
@@ -53,6 +55,8 @@ pub struct Snapshot {
     /// The call rates in force (replaced on reload): read with the snapshot each call takes
     /// anyway, so checking them costs no lock.
     pub rates: Arc<RateLimits>,
+    /// The views in force (replaced on reload).
+    pub views: Arc<Views>,
 }
 
 impl Snapshot {
@@ -91,6 +95,8 @@ struct Inner {
     /// How many subscribers each (server, URI) has: subscribed upstream from the first,
     /// unsubscribed after the last.
     subscribers: Mutex<HashMap<(ServerName, String), usize>>,
+    /// The views, published anew when a reload changes them.
+    views: watch::Sender<Arc<Views>>,
 }
 
 /// A server said one of its resources changed.
@@ -121,6 +127,7 @@ impl Broker {
             catalog: Catalog::new(servers),
             sessions: HashMap::new(),
             rates: Arc::default(),
+            views: Arc::default(),
         };
         let (snapshots, _) = watch::channel(Arc::new(state.clone()));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -133,6 +140,7 @@ impl Broker {
                 watchers: AtomicUsize::new(0),
                 updates,
                 subscribers: Mutex::default(),
+                views: watch::Sender::new(Arc::default()),
             }),
         }
     }
@@ -179,12 +187,26 @@ impl Broker {
         self.inner.events.subscribe()
     }
 
-    /// Enforces `config`'s call rates from now on; a rate that did not change keeps its state.
-    pub fn set_rates(&self, config: &Config) {
+    /// Enforces `config`'s call rates and serves its views from now on; a rate that did not
+    /// change keeps its state.
+    pub fn set_rules(&self, config: &Config) {
         self.update(|state| {
             state.rates = Arc::new(RateLimits::new(config, Some(&state.rates)));
+            state.views = Arc::new(Views::new(&config.views));
             Outcome::default()
         });
+        let views = self.snapshot().views.clone();
+        self.inner.views.send_if_modified(|current| {
+            let changed = **current != *views;
+            *current = views;
+            changed
+        });
+    }
+
+    /// A receiver that sees the views each time a reload changes them (for Watch streams and
+    /// MCP face sessions of a view).
+    pub fn views(&self) -> watch::Receiver<Arc<Views>> {
+        self.inner.views.subscribe()
     }
 
     /// How many Watch streams are open.
@@ -212,7 +234,13 @@ impl Broker {
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
         snapshot.rates.admit(caller.key(), &tool.server)?;
-        let arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
+        let mut arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
+        // The caller's arguments are checked against the schema it was shown (fixed ones
+        // removed); the fixed ones are added after.
+        let fixed_sent = overrides::fixed_sent(&arguments, &tool.fixed);
+        if !fixed_sent.is_empty() {
+            return Err(RequestError::InvalidArguments(fixed_sent));
+        }
         let unusable = |why: &str| {
             tracing::warn!(server = %tool.server, tool = %tool.name, %why,
                 "the tool's input schema cannot be compiled; its arguments pass unchecked");
@@ -220,6 +248,7 @@ impl Broker {
         tool.spec
             .check_arguments(&arguments, unusable)
             .map_err(RequestError::InvalidArguments)?;
+        arguments.extend(tool.fixed.iter().map(|(k, v)| (k.clone(), v.clone())));
         let timing = match &conversation {
             None => Timing::unary(effective_timeout(
                 requested_timeout,

@@ -21,6 +21,7 @@ use crate::{
         config::{Audit, Config, ConfigErrors},
         names::ServerName,
         state::Readiness,
+        views::Views,
     },
     tls::CertReloader,
     upstream::fleet::Fleet,
@@ -53,7 +54,7 @@ pub struct Renewable {
 
 impl Renewable {
     fn renew(&self, config: &Config) {
-        self.broker.set_rates(config);
+        self.broker.set_rules(config);
         match &self.audit {
             Some((log, running)) => log.reconfigure(config.audit.as_ref(), running),
             None if config.audit.is_some() => {
@@ -61,7 +62,7 @@ impl Renewable {
             }
             None => {}
         }
-        match Credentials::load(&config.auth) {
+        match Credentials::load(&config.auth, &Views::new(&config.views)) {
             Ok(credentials) => {
                 self.gate.replace(credentials);
                 let gate = self.gate.clone();

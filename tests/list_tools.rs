@@ -106,6 +106,7 @@ async fn list_tools_can_be_limited_to_servers() {
     let only = client
         .list_tools(proto::ListToolsRequest {
             servers: vec!["everything".into()],
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -116,6 +117,7 @@ async fn list_tools_can_be_limited_to_servers() {
     let unknown = client
         .list_tools(proto::ListToolsRequest {
             servers: vec!["nope".into()],
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -23,6 +23,7 @@ use crate::domain::{
     config::{Auth, ConfigError},
     grants::Access,
     request_error::{AuthFailure, RequestError},
+    views::Views,
 };
 
 /// A caller the gate let in: who it is, what it may use, and what it proved it with.
@@ -93,8 +94,8 @@ pub struct Credentials {
 
 impl Credentials {
     /// Reads the token files and the JWKS file; every problem is an error at its field.
-    pub fn load(auth: &Auth) -> Result<Self, Vec<ConfigError>> {
-        let tokens = StaticTokens::load(&auth.tokens);
+    pub fn load(auth: &Auth, views: &Views) -> Result<Self, Vec<ConfigError>> {
+        let tokens = StaticTokens::load(&auth.tokens, views);
         let jwt = auth.jwt.as_ref().map(JwtVerifier::load).transpose();
         match (tokens, jwt) {
             (Ok(tokens), Ok(jwt)) => Ok(Self {

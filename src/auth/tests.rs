@@ -11,7 +11,7 @@ use rsa::{Generate, pkcs8::EncodePrivateKey};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::domain::{config::parse, request_error::JwtFailure};
+use crate::domain::{config::parse, request_error::JwtFailure, views::Views};
 
 /// One RSA key per test run (generation takes a moment): its PEM and its public JWK.
 fn key() -> &'static (String, Jwk) {
@@ -77,7 +77,7 @@ fn gate(dir: &tempfile::TempDir) -> Gate {
         jwks.display()
     );
     let config = parse(&yaml, &|name| (name == "T").then(|| "s3cret".to_owned())).unwrap();
-    Gate::new(Credentials::load(&config.auth).unwrap())
+    Gate::new(Credentials::load(&config.auth, &Views::new(&config.views)).unwrap())
 }
 
 fn headers(authorization: Option<&str>) -> http::HeaderMap {
@@ -211,7 +211,7 @@ async fn every_bad_jwt_is_refused_saying_which_check_failed() {
 #[tokio::test]
 async fn without_auth_anyone_may_use_anything() {
     let config = parse("servers: []", &|_| None).unwrap();
-    let gate = Gate::new(Credentials::load(&config.auth).unwrap());
+    let gate = Gate::new(Credentials::load(&config.auth, &Views::new(&config.views)).unwrap());
     let caller = gate.admit(&headers(None), None).await.unwrap();
     assert!(caller.sees_all() && caller.may_use("anything"));
     assert_eq!(caller.key, CallerKey::anonymous());
@@ -223,7 +223,7 @@ async fn a_client_certificate_is_required_when_a_ca_is_configured() {
         None
     })
     .unwrap();
-    let gate = Gate::new(Credentials::load(&config.auth).unwrap());
+    let gate = Gate::new(Credentials::load(&config.auth, &Views::new(&config.views)).unwrap());
     let refused = gate.admit(&headers(None), None).await.unwrap_err();
     assert_eq!(
         refused,
@@ -245,7 +245,7 @@ async fn a_client_certificate_names_its_caller_by_its_subject_cn() {
         None
     })
     .unwrap();
-    let gate = Gate::new(Credentials::load(&config.auth).unwrap());
+    let gate = Gate::new(Credentials::load(&config.auth, &Views::new(&config.views)).unwrap());
     let caller = gate
         .admit(&headers(None), Some(std::slice::from_ref(&cert)))
         .await

@@ -8,6 +8,7 @@ use subtle::ConstantTimeEq;
 use crate::domain::{
     config::{ConfigError, TokenSource, TokenSpec},
     grants::Access,
+    views::Views,
 };
 
 /// One accepted token: its SHA-256 (equal lengths, so comparing leaks no length), and whom it
@@ -23,7 +24,8 @@ pub struct StaticTokens(Vec<Token>);
 
 impl StaticTokens {
     /// Reads token files; every unreadable or empty file is an error at its field.
-    pub fn load(specs: &[TokenSpec]) -> Result<Self, Vec<ConfigError>> {
+    /// A token bound to a view sees only that view's tools (the config names only known views).
+    pub fn load(specs: &[TokenSpec], views: &Views) -> Result<Self, Vec<ConfigError>> {
         let mut tokens = Vec::with_capacity(specs.len());
         let mut errors = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -46,10 +48,21 @@ impl StaticTokens {
                     }
                 }
             };
+            let mut access = Access::of_token(&spec.tools, &spec.prompts, &spec.resources);
+            if let Some(view) = &spec.view {
+                match views.get(view) {
+                    Ok(patterns) => access = access.within(patterns.clone()),
+                    Err(error) => {
+                        let field = format!("auth.tokens[{i}].view");
+                        errors.push(ConfigError::new(field, error.to_string()));
+                        continue;
+                    }
+                }
+            }
             tokens.push(Token {
                 digest: Sha256::digest(value.as_bytes()).into(),
                 name: spec.name.clone(),
-                access: Access::of_token(&spec.tools, &spec.prompts, &spec.resources),
+                access,
             });
         }
         if errors.is_empty() {

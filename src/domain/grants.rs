@@ -17,7 +17,8 @@ pub enum Patterns {
 }
 
 impl Patterns {
-    fn only<'a>(patterns: impl Iterator<Item = &'a String>) -> Self {
+    /// Only names matching one of `patterns`.
+    pub fn only<'a>(patterns: impl Iterator<Item = &'a String>) -> Self {
         let patterns: Vec<WildMatch> = patterns.map(|p| WildMatch::new(p)).collect();
         Patterns::Only(patterns.into())
     }
@@ -36,6 +37,8 @@ impl Patterns {
 pub struct Access {
     /// Exposed tool names.
     tools: Patterns,
+    /// The view a token is bound to: tools outside it are neither seen nor called.
+    view: Patterns,
     /// Exposed prompt names.
     prompts: Patterns,
     /// Names of the servers whose resources it may list and read.
@@ -46,6 +49,7 @@ impl Access {
     /// Everything.
     pub const ALL: Access = Access {
         tools: Patterns::All,
+        view: Patterns::All,
         prompts: Patterns::All,
         resources: Patterns::All,
     };
@@ -58,6 +62,7 @@ impl Access {
         }
         Access {
             tools: Patterns::only(tools.iter()),
+            view: Patterns::All,
             prompts: Patterns::only(prompts.iter()),
             resources: Patterns::only(resources.iter()),
         }
@@ -76,19 +81,25 @@ impl Access {
             .flat_map(|(_, patterns)| patterns);
         Access {
             tools: Patterns::only(granted),
+            view: Patterns::All,
             prompts: Patterns::only(std::iter::empty()),
             resources: Patterns::only(std::iter::empty()),
         }
     }
 
+    /// This access bound to a view: its tool patterns apply inside the view's.
+    pub fn within(self, view: Patterns) -> Self {
+        Access { view, ..self }
+    }
+
     /// Whether the tool exposed as `name` may be seen and called.
     pub fn may_use(&self, name: &str) -> bool {
-        self.tools.matches(name)
+        self.view.matches(name) && self.tools.matches(name)
     }
 
     /// Whether every tool may be.
     pub fn sees_all(&self) -> bool {
-        matches!(self.tools, Patterns::All)
+        matches!((&self.tools, &self.view), (Patterns::All, Patterns::All))
     }
 
     /// Whether the prompt exposed as `name` may be seen and got.

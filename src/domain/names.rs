@@ -86,7 +86,7 @@ impl ExposedName {
     /// (`^[a-zA-Z0-9_-]{1,64}$`): other characters become `_`, and a name over 64 characters is
     /// cut and given a hash suffix of the full name, so different long names stay different.
     /// Also says whether the name had to change, so the caller can warn.
-    pub fn derive(prefix: &str, original: &ToolName) -> (Self, bool) {
+    pub fn derive(prefix: &str, original: &str) -> (Self, bool) {
         let wanted = format!("{prefix}{original}");
         let mut name: String = wanted
             .chars()
@@ -119,7 +119,7 @@ mod tests {
     use super::*;
 
     fn exposed(prefix: &str, original: &str) -> (String, bool) {
-        let (name, changed) = ExposedName::derive(prefix, &ToolName::new(original));
+        let (name, changed) = ExposedName::derive(prefix, original);
         (name.as_str().to_owned(), changed)
     }
 

@@ -12,7 +12,8 @@ pub struct Plan {
     pub stop: Vec<ServerName>,
     /// Servers whose entry changed in any way: they get a fresh session.
     pub restart: Vec<ServerName>,
-    /// Servers whose entry is the same: their sessions and in-flight calls are untouched.
+    /// Servers whose entry is the same, or differs only in its `tools` (what the catalog shows):
+    /// their sessions and in-flight calls are untouched.
     pub keep: Vec<ServerName>,
 }
 
@@ -22,7 +23,7 @@ pub fn plan(old: &[ServerSpec], new: &[ServerSpec]) -> Plan {
     for spec in new {
         match old.iter().find(|o| o.name == spec.name) {
             None => plan.start.push(spec.name.clone()),
-            Some(before) if before == spec => plan.keep.push(spec.name.clone()),
+            Some(before) if before.same_sessions(spec) => plan.keep.push(spec.name.clone()),
             Some(_) => plan.restart.push(spec.name.clone()),
         }
     }
@@ -76,6 +77,17 @@ mod tests {
         let plan = plan(&old, &new);
         assert_eq!(names(&plan.restart), ["a"]);
         assert_eq!(names(&plan.keep), ["b"]);
+    }
+
+    #[test]
+    fn reshaping_tools_keeps_the_session() {
+        let old = servers("servers:\n- {name: a, command: x, tools: [t]}");
+        let new = servers(
+            "servers:\n- {name: a, command: x, tools: [{name: t, as: u, arguments: {org: acme}}]}",
+        );
+        let plan = plan(&old, &new);
+        assert_eq!(names(&plan.keep), ["a"]);
+        assert!(plan.restart.is_empty());
     }
 
     #[test]

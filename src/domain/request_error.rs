@@ -132,6 +132,17 @@ pub enum RequestError {
         /// The name asked for.
         name: String,
     },
+    /// No view has this name.
+    #[error("unknown view {name:?}; {known}")]
+    UnknownView {
+        /// The name asked for.
+        name: String,
+        /// The views there are, said for the reader.
+        known: String,
+    },
+    /// A search with nothing to search for.
+    #[error("the query is empty; say what the tool should do, e.g. \"read a file\"")]
+    EmptyQuery,
     /// The arguments are unusable.
     #[error("{0}")]
     InvalidArguments(String),
@@ -507,6 +518,8 @@ impl RequestError {
             RequestError::PermissionDenied { .. } => (PermissionDenied, Debug, "permission_denied"),
             RequestError::UnknownTool { .. } => (NotFound, Debug, "unknown_tool"),
             RequestError::UnknownServer { .. } => (NotFound, Debug, "unknown_server"),
+            RequestError::UnknownView { .. } => (NotFound, Debug, "unknown_view"),
+            RequestError::EmptyQuery => (InvalidArgument, Debug, "empty_query"),
             RequestError::PromptDenied { .. } | RequestError::ResourcesDenied { .. } => {
                 (PermissionDenied, Debug, "permission_denied")
             }

@@ -100,6 +100,28 @@ impl ToolSpec {
         }
     }
 
+    /// The same tool with another description (the compiled validator is shared).
+    pub fn with_description(&self, description: String) -> Self {
+        Self {
+            description,
+            ..self.clone()
+        }
+    }
+
+    /// The same tool with another description and input schema (converted anew).
+    pub fn with_input(&self, description: String, input_schema: Map<String, Value>) -> Self {
+        let input_schema_json = to_json(&input_schema);
+        let params = params_from_schema(&input_schema).into();
+        Self {
+            description,
+            input_schema: Arc::new(Value::Object(input_schema)),
+            input_schema_json,
+            params,
+            validator: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     /// Checks arguments against the input schema, naming each violation's path and rule. A
     /// schema the validator cannot compile lets everything through (the server still checks);
     /// `unusable` hears why, once, when that is first found.
@@ -157,8 +179,10 @@ pub struct ExposedTool {
     pub name: ExposedName,
     /// The server that provides it.
     pub server: ServerName,
-    /// What the server declared.
+    /// What callers see of it: what the server declared, reshaped by the configuration.
     pub spec: Arc<ToolSpec>,
+    /// Arguments the configuration fixes: always sent, never taken from callers.
+    pub fixed: Arc<Map<String, Value>>,
 }
 
 /// JSON text of a schema object.

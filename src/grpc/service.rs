@@ -10,7 +10,7 @@ use super::{
     call_audit::{Draft, Pending},
     call_stream, convert,
     observe::observe,
-    offers,
+    offers, search,
     visibility::Visibility,
     watch::Watcher,
 };
@@ -31,7 +31,8 @@ impl ToolBroker for Arc<BrokerService> {
         observe("ListTools", async {
             let snapshot = self.broker.snapshot();
             let caller = auth::caller(request.extensions());
-            let visibility = Visibility::new(request.into_inner().servers, caller, &snapshot)
+            let request = request.into_inner();
+            let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
                 .map_err(refused)?;
             let cached = self.tools.tools(&snapshot);
             let everything = visibility.everything();
@@ -77,8 +78,9 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let caller = auth::caller(request.extensions());
-        let (first, watcher) =
-            Watcher::open(self.feed(), request.into_inner().servers, caller).map_err(refused)?;
+        let request = request.into_inner();
+        let (first, watcher) = Watcher::open(self.feed(), request.servers, request.view, caller)
+            .map_err(refused)?;
         let rest = futures::stream::unfold(watcher, Watcher::next);
         let stream = futures::stream::once(async { Ok(first) }).chain(rest);
         Ok(Response::new(Box::pin(stream)))
@@ -135,6 +137,24 @@ impl ToolBroker for Arc<BrokerService> {
         observe("GetPrompt", async {
             let response = offers::get_prompt(&self.broker, request)
                 .await
+                .map_err(refused)?;
+            Ok(Response::new(self.limit.check(response).map_err(refused)?))
+        })
+        .await
+    }
+
+    async fn search_tools(
+        &self,
+        request: Request<proto::SearchToolsRequest>,
+    ) -> Result<Response<proto::SearchToolsResponse>, Status> {
+        observe("SearchTools", async {
+            let snapshot = self.broker.snapshot();
+            let caller = auth::caller(request.extensions());
+            let request = request.into_inner();
+            let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
+                .map_err(refused)?;
+            let cached = self.tools.tools(&snapshot);
+            let response = search::search(&request.query, request.limit, &visibility, &cached, &snapshot)
                 .map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
         })

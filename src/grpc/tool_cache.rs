@@ -1,11 +1,13 @@
 //! The proto form of every tool, converted and encoded once per catalog revision and shared by
-//! ListTools and Watch, so that no request converts or encodes a tool again.
+//! ListTools and Watch, so that no request converts or encodes a tool again; and the search
+//! index of that revision, built on the first SearchTools.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::convert;
 use crate::{
     broker::Snapshot,
+    domain::search::SearchIndex,
     proto::{self, EncodedTools},
 };
 
@@ -18,6 +20,22 @@ pub struct CachedTools {
     pub tools: Arc<Vec<proto::Tool>>,
     /// The same tools, encoded for ListTools.
     pub encoded: Arc<EncodedTools>,
+    /// The search index of the same tools (same positions), once a search asked for it.
+    index: Arc<OnceLock<SearchIndex>>,
+}
+
+impl CachedTools {
+    /// The search index of these tools, built by the first caller of this revision.
+    pub fn index(&self, snapshot: &Snapshot) -> &SearchIndex {
+        debug_assert_eq!(snapshot.catalog.revision(), self.revision);
+        self.index.get_or_init(|| {
+            let started = std::time::Instant::now();
+            let index = SearchIndex::build(snapshot.catalog.tools().values().map(|t| &**t));
+            tracing::debug!(tools = self.tools.len(), took = ?started.elapsed(),
+                revision = self.revision, "search index built");
+            index
+        })
+    }
 }
 
 /// The tools of the latest revision asked for.
@@ -47,6 +65,7 @@ impl ToolCache {
             revision,
             encoded: Arc::new(EncodedTools::new(&tools, revision)),
             tools: Arc::new(tools),
+            index: Arc::default(),
         };
         *current = Some(cached.clone());
         cached

@@ -1,5 +1,5 @@
-//! What one request may see: the servers it asked for, and the tools its caller's token
-//! allows. Applied to ListTools, Watch snapshots and Watch events alike.
+//! What one request may see: the servers and the view it asked for, and the tools its caller's
+//! token allows. Applied to ListTools, SearchTools, Watch snapshots and Watch events alike.
 
 use super::convert;
 use crate::{
@@ -7,24 +7,32 @@ use crate::{
     broker::Snapshot,
     domain::{
         catalog::{Change, Event},
+        grants::Patterns,
         request_error::RequestError,
     },
     proto,
 };
 
-/// The servers asked for (all when none) and the caller's tools.
+/// The servers asked for (all when none), the view asked for, and the caller's tools.
 pub struct Visibility {
     servers: Vec<String>,
+    /// The view's name and patterns, when one was asked for.
+    view: Option<(String, Patterns)>,
     caller: Caller,
 }
 
 impl Visibility {
-    /// Checks that every named server exists.
+    /// Checks that every named server, and the view (empty: none), exist.
     pub fn new(
         servers: Vec<String>,
+        view: String,
         caller: Caller,
         snapshot: &Snapshot,
     ) -> Result<Self, RequestError> {
+        let view = match snapshot.views.asked(&view)? {
+            Some(patterns) => Some((view, patterns.clone())),
+            None => None,
+        };
         if let Some(unknown) = servers
             .iter()
             .find(|name| snapshot.catalog.server(name).is_none())
@@ -33,12 +41,28 @@ impl Visibility {
                 name: unknown.clone(),
             });
         }
-        Ok(Self { servers, caller })
+        Ok(Self {
+            servers,
+            view,
+            caller,
+        })
     }
 
-    /// Whether everything is visible (no server filter, no per-token allow-list).
+    /// The view asked for, by name.
+    pub fn view_name(&self) -> Option<&str> {
+        self.view.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    /// The same request under the view's new definition.
+    pub fn set_view(&mut self, patterns: Patterns) {
+        if let Some((_, current)) = &mut self.view {
+            *current = patterns;
+        }
+    }
+
+    /// Whether everything is visible (no server filter, no view, no per-token allow-list).
     pub fn everything(&self) -> bool {
-        self.servers.is_empty() && self.caller.sees_all()
+        self.servers.is_empty() && self.view.is_none() && self.caller.sees_all()
     }
 
     /// Whether the server is among those asked for.
@@ -48,7 +72,15 @@ impl Visibility {
 
     /// Whether a tool is visible.
     pub fn tool(&self, tool: &proto::Tool) -> bool {
-        self.server(&tool.server) && self.caller.may_use(&tool.name)
+        self.server(&tool.server) && self.name(&tool.name)
+    }
+
+    /// Whether the tool exposed as `name` is visible, whatever its server.
+    fn name(&self, name: &str) -> bool {
+        self.view
+            .as_ref()
+            .is_none_or(|(_, patterns)| patterns.matches(name))
+            && self.caller.may_use(name)
     }
 
     /// A catalog event as this request may see it, if it may see any of it.
@@ -65,9 +97,9 @@ impl Visibility {
         if let (Change::Tools(..), Some(proto::watch_event::Event::ToolsChanged(change))) =
             (&event.change, converted.event.as_mut())
         {
-            change.added.retain(|t| self.caller.may_use(&t.name));
-            change.updated.retain(|t| self.caller.may_use(&t.name));
-            change.removed.retain(|name| self.caller.may_use(name));
+            change.added.retain(|t| self.name(&t.name));
+            change.updated.retain(|t| self.name(&t.name));
+            change.removed.retain(|name| self.name(name));
             if change.added.is_empty() && change.updated.is_empty() && change.removed.is_empty() {
                 return None;
             }

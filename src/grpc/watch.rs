@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::{
+    broadcast::{self, error::RecvError},
+    watch,
+};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
@@ -13,7 +16,7 @@ use super::{
 use crate::{
     auth::Caller,
     broker::{Broker, Snapshot, WatcherGuard},
-    domain::{catalog::Event, request_error::RequestError},
+    domain::{catalog::Event, grants::Patterns, request_error::RequestError, views::Views},
     proto,
 };
 
@@ -36,6 +39,10 @@ pub struct Watcher {
     events: broadcast::Receiver<Arc<Event>>,
     visibility: Visibility,
     seen: u64,
+    /// For a stream of a view: follows a reload's change of its definition.
+    view: Option<ViewFollower>,
+    /// Ended by an error: nothing more is sent.
+    ended: bool,
     /// Counts this stream while tonic holds it: a client that goes away drops it.
     _guard: WatcherGuard,
 }
@@ -46,10 +53,19 @@ impl Watcher {
     pub fn open(
         feed: Feed,
         servers: Vec<String>,
+        view: String,
         caller: Caller,
     ) -> Result<(proto::WatchEvent, Self), RequestError> {
+        // Subscribed first: a reload between here and the snapshot is seen as a change.
+        let mut views = feed.broker.views();
+        views.mark_unchanged();
         let (snapshot, events, guard) = feed.broker.subscribe();
-        let visibility = Visibility::new(servers, caller, &snapshot)?;
+        let visibility = Visibility::new(servers, view, caller, &snapshot)?;
+        let view = visibility.view_name().map(|name| ViewFollower {
+            views,
+            name: name.to_owned(),
+            written: snapshot.views.written(name).unwrap_or_default().to_vec(),
+        });
         let first = feed
             .limit
             .check(snapshot_event(&feed.tools, &snapshot, &visibility))?;
@@ -58,6 +74,8 @@ impl Watcher {
             events,
             visibility,
             seen: snapshot.catalog.revision(),
+            view,
+            ended: false,
             _guard: guard,
         };
         Ok((first, watcher))
@@ -65,10 +83,30 @@ impl Watcher {
 
     /// The next event for this watcher; a fresh snapshot if it fell behind; none at shutdown.
     pub async fn next(mut self) -> Option<(Result<proto::WatchEvent, Status>, Self)> {
+        if self.ended {
+            return None;
+        }
         loop {
             let received = tokio::select! {
                 biased;
                 _ = self.feed.shutdown.cancelled() => return None,
+                redefined = redefined(&mut self.view) => {
+                    return match redefined {
+                        Ok(patterns) => {
+                            tracing::debug!("a Watch stream's view was redefined; a fresh snapshot");
+                            self.visibility.set_view(patterns);
+                            let snapshot = self.feed.broker.snapshot();
+                            self.seen = snapshot.catalog.revision();
+                            let event =
+                                snapshot_event(&self.feed.tools, &snapshot, &self.visibility);
+                            Some((self.checked(event), self))
+                        }
+                        Err(gone) => {
+                            self.ended = true;
+                            Some((Err(to_status(&gone)), self))
+                        }
+                    };
+                }
                 received = self.events.recv() => received,
             };
             match received {
@@ -93,6 +131,44 @@ impl Watcher {
 
     fn checked(&self, event: proto::WatchEvent) -> Result<proto::WatchEvent, Status> {
         self.feed.limit.check(event).map_err(|e| to_status(&e))
+    }
+}
+
+/// Follows a reload's changes of the view a stream asked for.
+struct ViewFollower {
+    views: watch::Receiver<Arc<Views>>,
+    name: String,
+    /// Its definition as the stream last saw it.
+    written: Vec<String>,
+}
+
+impl ViewFollower {
+    /// The view's new patterns when a reload redefines it, or the error to end the stream
+    /// with when a reload removes it.
+    async fn redefined(&mut self) -> Result<Patterns, RequestError> {
+        loop {
+            if self.views.changed().await.is_err() {
+                // The broker is gone; shutdown ends the stream.
+                return std::future::pending().await;
+            }
+            let views = self.views.borrow_and_update().clone();
+            match views.written(&self.name) {
+                Some(written) if written == self.written => continue,
+                Some(written) => {
+                    self.written = written.to_vec();
+                    return views.get(&self.name).cloned();
+                }
+                None => return Err(views.get(&self.name).unwrap_err()),
+            }
+        }
+    }
+}
+
+/// [`ViewFollower::redefined`], or never for a stream of no view.
+async fn redefined(follower: &mut Option<ViewFollower>) -> Result<Patterns, RequestError> {
+    match follower {
+        Some(follower) => follower.redefined().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -107,7 +107,12 @@ impl Fleet {
         let mut staying = std::mem::take(&mut self.running);
         for spec in specs {
             match staying.iter().position(|r| r.spec.name == spec.name) {
-                Some(index) => self.running.push(staying.swap_remove(index)),
+                Some(index) => {
+                    // Kept: at most its `tools` changed, which only the catalog uses.
+                    let mut kept = staying.swap_remove(index);
+                    kept.spec = spec;
+                    self.running.push(kept);
+                }
                 None => self.launch(spec),
             }
         }

@@ -29,6 +29,7 @@ impl Watch {
     ) -> Result<Watch, tonic::Status> {
         let request = proto::WatchRequest {
             servers: servers.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
         };
         Ok(Watch::new(client.watch(request).await?.into_inner()))
     }

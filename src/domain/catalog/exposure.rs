@@ -7,7 +7,7 @@ use super::{Entry, MAX_NOTES_IN_MESSAGE, ToolsChange};
 use crate::domain::{
     names::{ExposedName, ServerName},
     state::ServerState,
-    tool::{ExposedTool, ToolSpec},
+    tool::ExposedTool,
 };
 
 /// Notes about one server's tools.
@@ -50,11 +50,11 @@ fn expose_server(
     notes: &mut Notes,
 ) {
     let policy = &entry.policy;
-    let allowed = |spec: &ToolSpec| {
-        policy.allow.is_empty() || policy.allow.iter().any(|a| a == spec.original.as_str())
-    };
-    for spec in entry.offered.iter().filter(|spec| allowed(spec)) {
-        let (name, renamed) = ExposedName::derive(&policy.prefix, &spec.original);
+    for spec in &entry.offered {
+        let Some(rule) = policy.rule(spec.original.as_str()) else {
+            continue;
+        };
+        let (name, renamed) = policy.exposed_name(&rule);
         if let Some(holder) = tools.get(&name) {
             let note = format!(
                 "tool {:?} skipped: the name {name:?} is already exposed by server {:?}",
@@ -72,17 +72,34 @@ fn expose_server(
                 spec.original.as_str()
             ));
         }
+        let undeclared = rule.undeclared_arguments(spec);
+        if !undeclared.is_empty() {
+            notes.warnings.push(format!(
+                "tool {:?}: fixed argument(s) {undeclared:?} are not in its input schema; \
+                 they are sent anyway",
+                spec.original.as_str()
+            ));
+        }
+        let spec = if rule.reshapes() {
+            Arc::new(rule.reshape(spec))
+        } else {
+            spec.clone()
+        };
         let tool = ExposedTool {
             name: name.clone(),
             server: policy.name.clone(),
-            spec: spec.clone(),
+            spec,
+            fixed: rule.arguments.clone(),
         };
         tools.insert(name, Arc::new(tool));
         notes.tool_count += 1;
     }
-    for wanted in &policy.allow {
-        if !entry.offered.iter().any(|s| s.original.as_str() == wanted) {
-            let note = format!("allow-listed tool {wanted:?} is not offered by the server");
+    for wanted in &policy.tools {
+        if !entry.offered.iter().any(|s| s.original.as_str() == wanted.name) {
+            let note = format!(
+                "tool {:?} in the \"tools\" list is not offered by the server",
+                wanted.name
+            );
             notes.status.push(note.clone());
             notes.warnings.push(note);
         }
@@ -103,7 +120,7 @@ pub(super) fn diff(
     for (name, before) in old {
         match new.get(name) {
             Some(after) if after.server == before.server => {
-                if after.spec != before.spec {
+                if after.spec != before.spec || after.fixed != before.fixed {
                     change_of(&mut changes, &after.server)
                         .updated
                         .push(after.clone());

@@ -6,7 +6,7 @@
 //! also the order of precedence when two servers expose the same name: the first one wins,
 //! whatever order they connected in, so the outcome never depends on a start-up race.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
 mod exposure;
 mod offers;
@@ -15,6 +15,7 @@ use self::exposure::{compose_message, diff, expose};
 use super::{
     names::{ExposedName, ServerName},
     offer::{ExposedPrompt, PromptSpec, Resources},
+    overrides::ToolRule,
     state::{ServerCondition, ServerState},
     tool::{ExposedTool, ToolSpec},
 };
@@ -29,8 +30,27 @@ pub struct ServerPolicy {
     pub name: ServerName,
     /// Put before every original tool name.
     pub prefix: String,
-    /// Original names to expose; empty means all.
-    pub allow: Vec<String>,
+    /// The tools to expose and how each is reshaped; empty means all, as declared.
+    pub tools: Vec<ToolRule>,
+}
+
+impl ServerPolicy {
+    /// The rule for a tool its server offers: its entry, a plain one when every tool is
+    /// exposed, or `None` when the tool is not listed.
+    pub fn rule(&self, original: &str) -> Option<Cow<'_, ToolRule>> {
+        if self.tools.is_empty() {
+            return Some(Cow::Owned(ToolRule::plain(original)));
+        }
+        self.tools
+            .iter()
+            .find(|rule| rule.name == original)
+            .map(Cow::Borrowed)
+    }
+
+    /// The name the tool `original` is exposed under, and whether it had to be made valid.
+    pub fn exposed_name(&self, rule: &ToolRule) -> (ExposedName, bool) {
+        ExposedName::derive(&self.prefix, rule.exposed_suffix())
+    }
 }
 
 /// A server as readers see it.
@@ -198,10 +218,10 @@ impl Catalog {
             .filter(|entry| entry.condition.state != ServerState::Ready)
             .find(|entry| {
                 entry.offered.iter().any(|spec| {
-                    ExposedName::derive(&entry.policy.prefix, &spec.original)
-                        .0
-                        .as_str()
-                        == name
+                    entry
+                        .policy
+                        .rule(spec.original.as_str())
+                        .is_some_and(|rule| entry.policy.exposed_name(&rule).0.as_str() == name)
                 })
             })
             .map(|entry| &entry.view)

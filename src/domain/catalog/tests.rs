@@ -13,7 +13,7 @@ fn policy(name: &str, prefix: &str, allow: &[&str]) -> ServerPolicy {
     ServerPolicy {
         name: server(name),
         prefix: prefix.into(),
-        allow: allow.iter().map(|s| s.to_string()).collect(),
+        tools: allow.iter().map(|s| ToolRule::plain(*s)).collect(),
     }
 }
 
@@ -110,7 +110,7 @@ fn allow_list_filters_and_reports_missing_names() {
     assert_eq!(names(&cat), ["keep"]);
     let view = cat.server("a").unwrap();
     assert!(
-        view.message.contains("\"typo\" is not offered"),
+        view.message.contains("\"typo\" in the \"tools\" list is not offered"),
         "{}",
         view.message
     );

@@ -16,6 +16,7 @@ mod rates;
 mod raw;
 mod roots;
 mod security;
+mod shaping;
 mod transport;
 mod transport_spec;
 mod validate;
@@ -35,6 +36,7 @@ pub use transport_spec::{
 mod tests;
 
 use std::{
+    collections::BTreeMap,
     fmt,
     net::SocketAddr,
     time::{Duration, SystemTime},
@@ -46,6 +48,7 @@ use super::{
     expand::Lookup,
     names::ServerName,
     outcome::Phase,
+    overrides::ToolRule,
     state::{Readiness, ServerCondition},
 };
 
@@ -118,6 +121,8 @@ pub struct Config {
     pub audit: Option<Audit>,
     /// The MCP servers: the `servers` list first, then the `mcpServers` map, in file order.
     pub servers: Vec<ServerSpec>,
+    /// Named subsets of the catalog: view name → exposed-name patterns.
+    pub views: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for Config {
@@ -137,6 +142,7 @@ impl Default for Config {
             limits: Limits::default(),
             audit: None,
             servers: Vec::new(),
+            views: BTreeMap::new(),
         }
     }
 }
@@ -148,8 +154,9 @@ pub struct ServerSpec {
     pub name: ServerName,
     /// How to reach it.
     pub transport: TransportSpec,
-    /// The allow-list of original tool names (as the server names them); empty = all tools.
-    pub tools: Vec<String>,
+    /// The tools to expose (by their names on the server) and how each is reshaped;
+    /// empty = all tools as declared.
+    pub tools: Vec<ToolRule>,
     /// Put before each tool name to make the exposed name; letters, digits, `_` and `-`.
     pub prefix: String,
     /// The longest a tool call may take.
@@ -195,12 +202,20 @@ impl ServerSpec {
         Phase::Starting.condition(self.transport.kind(), 0, now)
     }
 
-    /// What the catalog needs to know of this server: its name, prefix and allow-list.
+    /// Whether `other` differs only in what the catalog does with the tools (`tools`, overrides
+    /// included), so that the server's sessions may stay as they are.
+    pub fn same_sessions(&self, other: &ServerSpec) -> bool {
+        let mut reshaped = other.clone();
+        reshaped.tools.clone_from(&self.tools);
+        *self == reshaped
+    }
+
+    /// What the catalog needs to know of this server: its name, prefix and tool rules.
     pub fn policy(&self) -> ServerPolicy {
         ServerPolicy {
             name: self.name.clone(),
             prefix: self.prefix.clone(),
-            allow: self.tools.clone(),
+            tools: self.tools.clone(),
         }
     }
 }

@@ -27,6 +27,8 @@ pub(super) struct RawTop {
     pub reflection: Option<bool>,
     pub limits: Option<Value>,
     pub audit: Option<Value>,
+    /// Checked in `shaping.rs`.
+    pub views: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.
     pub servers: Option<Value>,
     #[serde(rename = "mcpServers")]
@@ -48,7 +50,8 @@ pub(super) struct RawServer {
     pub cwd: Option<String>,
     pub url: Option<String>,
     pub headers: Option<Pairs>,
-    pub tools: Option<Vec<String>>,
+    /// Names or override mappings, checked in `shaping.rs`.
+    pub tools: Option<Vec<Value>>,
     pub prefix: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub timeout: Option<Value>,

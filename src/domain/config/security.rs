@@ -44,6 +44,8 @@ pub struct TokenSpec {
     pub prompts: Vec<String>,
     /// Servers whose resources a token restricted by `tools` may list and read; empty = none.
     pub resources: Vec<String>,
+    /// The view the token is bound to: it sees and calls only that view's tools.
+    pub view: Option<String>,
 }
 
 /// Where a token's value comes from.
@@ -70,6 +72,7 @@ impl PartialEq for TokenSpec {
             && self.tools == other.tools
             && self.prompts == other.prompts
             && self.resources == other.resources
+            && self.view == other.view
     }
 }
 impl Eq for TokenSpec {}
@@ -124,6 +127,7 @@ struct RawToken {
     tools: Option<Vec<String>>,
     prompts: Option<Vec<String>>,
     resources: Option<Vec<String>>,
+    view: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +199,7 @@ impl Checker<'_, '_> {
             tools: raw.tools.unwrap_or_default(),
             prompts: raw.prompts.unwrap_or_default(),
             resources: raw.resources.unwrap_or_default(),
+            view: raw.view,
         })
     }
 

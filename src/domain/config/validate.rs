@@ -54,7 +54,9 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         servers: check.servers(top.servers, top.mcp_servers, limits.max_result_bytes),
         limits,
         audit: check.audit(top.audit),
+        views: check.views(top.views),
     };
+    check.token_views(&config.auth, &config.views);
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
         check.error(
             "max_connection_age_grace",
@@ -290,8 +292,8 @@ impl Checker<'_, '_> {
         let rate = self.rate(raw.rate.take(), &path::field(at, "rate"));
         let caller_rate = self.rate(raw.caller_rate.take(), &path::field(at, "caller_rate"));
         let concurrency = self.concurrency(&mut raw, at);
-        let tools = self.tools(raw.tools, at);
         let prefix = self.prefix(raw.prefix, at);
+        let tools = self.tools(raw.tools, &prefix, at);
         let timeout_at = path::field(at, "timeout");
         let timeout = self.duration(raw.timeout, DEFAULT_TIMEOUT, &timeout_at);
         let max_timeout = self.max_timeout(raw.max_timeout, timeout, at);
@@ -357,24 +359,6 @@ impl Checker<'_, '_> {
         }
         seen.insert(name.clone(), at.to_owned());
         Some(name)
-    }
-
-    /// The allow-list: non-empty names, each once.
-    fn tools(&mut self, raw: Option<Vec<String>>, at: &str) -> Vec<String> {
-        let tools_at = path::field(at, "tools");
-        let mut tools: Vec<String> = Vec::new();
-        for (i, tool) in raw.unwrap_or_default().into_iter().enumerate() {
-            let tool_at = path::index(&tools_at, i);
-            if tool.is_empty() {
-                self.error(&tool_at, "tool name must not be empty");
-            } else if let Some(first) = tools.iter().position(|t| *t == tool) {
-                let reason =
-                    format!("tool {tool:?} is listed twice (first at {tools_at}[{first}])");
-                self.error(&tool_at, reason);
-            }
-            tools.push(tool);
-        }
-        tools
     }
 
     /// Letters, digits, `_` and `-`, at most [`MAX_PREFIX_LEN`]: exposed names must stay valid.

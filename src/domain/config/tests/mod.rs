@@ -17,6 +17,7 @@ use super::{
 use crate::domain::{
     caller::Template,
     names::ServerName,
+    overrides::ToolRule,
     state::{Readiness, Transport},
 };
 
@@ -155,7 +156,7 @@ fn full_example_parses_to_concrete_values() {
             cwd: Some(Template::text("/home/me/srv")),
             inherit_env: false,
         }),
-        tools: vec!["echo".to_owned(), "add".to_owned()],
+        tools: vec![ToolRule::plain("echo"), ToolRule::plain("add")],
         prefix: "ev_".into(),
         timeout: Duration::from_secs(90),
         max_timeout: Duration::from_secs(900),

@@ -1,0 +1,84 @@
+//! Views: named subsets of the catalog, each a set of exposed-name patterns, asked for by name
+//! on `ListTools`, `Watch`, `SearchTools` and the MCP face's `/mcp/<view>`. Pure.
+
+use std::collections::BTreeMap;
+
+use super::{grants::Patterns, request_error::RequestError};
+
+/// The configured views, by name: as written, and compiled.
+#[derive(Debug, Clone, Default)]
+pub struct Views {
+    written: BTreeMap<String, Vec<String>>,
+    compiled: BTreeMap<String, Patterns>,
+}
+
+impl PartialEq for Views {
+    fn eq(&self, other: &Self) -> bool {
+        self.written == other.written
+    }
+}
+
+impl Views {
+    /// The `views` section of a configuration.
+    pub fn new(views: &BTreeMap<String, Vec<String>>) -> Self {
+        Self {
+            written: views.clone(),
+            compiled: views
+                .iter()
+                .map(|(name, patterns)| (name.clone(), Patterns::only(patterns.iter())))
+                .collect(),
+        }
+    }
+
+    /// The patterns of view `name` as written, if there is such a view.
+    pub fn written(&self, name: &str) -> Option<&[String]> {
+        self.written.get(name).map(Vec::as_slice)
+    }
+
+    /// Whether a view called `name` exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.compiled.contains_key(name)
+    }
+
+    /// The view called `name`; NOT_FOUND naming the views there are when none is.
+    pub fn get(&self, name: &str) -> Result<&Patterns, RequestError> {
+        self.compiled.get(name).ok_or_else(|| RequestError::UnknownView {
+            name: name.to_owned(),
+            known: if self.compiled.is_empty() {
+                "the broker's configuration defines no views".to_owned()
+            } else {
+                let names: Vec<&str> = self.compiled.keys().map(String::as_str).collect();
+                format!("the views are: {}", names.join(", "))
+            },
+        })
+    }
+
+    /// The view asked for by a request field: none when the field is empty.
+    pub fn asked(&self, name: &str) -> Result<Option<&Patterns>, RequestError> {
+        if name.is_empty() {
+            Ok(None)
+        } else {
+            self.get(name).map(Some)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_is_found_by_name_and_an_unknown_one_lists_the_others() {
+        let views = Views::new(&BTreeMap::from([
+            ("support".to_owned(), vec!["jira_*".to_owned()]),
+            ("ops".to_owned(), vec!["k8s_get?".to_owned()]),
+        ]));
+        let support = views.get("support").unwrap();
+        assert!(support.matches("jira_create") && !support.matches("k8s_get1"));
+        assert!(views.asked("").unwrap().is_none());
+        let unknown = views.get("sales").unwrap_err().to_string();
+        assert!(unknown.contains("\"sales\"") && unknown.contains("ops, support"), "{unknown}");
+        let none = Views::default().get("x").unwrap_err().to_string();
+        assert!(none.contains("defines no views"), "{none}");
+    }
+}

@@ -1,0 +1,42 @@
+//! SearchTools: the query run against the revision's index, the matches filtered by what the
+//! request may see, and returned as ListTools gives tools.
+
+use super::{tool_cache::CachedTools, visibility::Visibility};
+use crate::{broker::Snapshot, domain::request_error::RequestError, proto};
+
+/// Matches when the request gives no limit.
+pub const DEFAULT_LIMIT: usize = 10;
+/// The most matches one response holds; a larger limit is taken as this.
+pub const MAX_LIMIT: usize = 100;
+
+/// The best matches for `query` among the tools `visibility` lets the caller see.
+pub fn search(
+    query: &str,
+    limit: u32,
+    visibility: &Visibility,
+    cached: &CachedTools,
+    snapshot: &Snapshot,
+) -> Result<proto::SearchToolsResponse, RequestError> {
+    if query.trim().is_empty() {
+        return Err(RequestError::EmptyQuery);
+    }
+    let limit = match limit as usize {
+        0 => DEFAULT_LIMIT,
+        asked => asked.min(MAX_LIMIT),
+    };
+    let everything = visibility.everything();
+    let found = cached.index(snapshot).search(query, limit, |i| {
+        everything || visibility.tool(&cached.tools[i])
+    });
+    let matches = found
+        .into_iter()
+        .map(|(i, score)| proto::ToolMatch {
+            tool: Some(cached.tools[i].clone()),
+            score: f64::from(score),
+        })
+        .collect();
+    Ok(proto::SearchToolsResponse {
+        matches,
+        revision: cached.revision,
+    })
+}
