@@ -814,3 +814,60 @@ async fn a_call_the_client_cancels_is_cancelled_upstream() {
         .unwrap();
     assert_eq!(result.content[0].as_text().unwrap().text, "on");
 }
+
+#[tokio::test]
+async fn a_view_is_served_at_its_own_path_and_follows_a_reload() {
+    let views = json!({"math": ["d_add", "d_sum"]});
+    let (broker, url) = face(|b| b.top("views", views)).await;
+    let client = Client::default();
+    let math = connect(&format!("{url}/math"), None, client.clone()).await;
+    let listed = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    assert_eq!(listed(math.list_all_tools().await.unwrap()), ["d_add"]);
+    let sum = math
+        .call_tool(call("d_add", json!({"a": 2, "b": 3})))
+        .await
+        .unwrap();
+    assert!(format!("{:?}", sum.content).contains("\"5\""), "{sum:?}");
+    let outside = math
+        .call_tool(call("d_echo", json!({"message": "x"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(outside.contains("d_echo"), "{outside}");
+    // The whole catalog is still at /mcp.
+    let whole = connect(&url, None, Client::default()).await;
+    assert!(whole.list_all_tools().await.unwrap().len() > 5);
+
+    // An unknown view: 404 naming the views there are.
+    let unknown = reqwest::Client::new()
+        .post(format!("{url}/sales"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("math"));
+
+    // A reload widens the view: the session is told, and lists the new tool.
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp");
+    let after = common::Config::new()
+        .top("mcp_listen", format!("127.0.0.1:{port}"))
+        .top("views", json!({"math": ["d_add", "d_echo"]}))
+        .server(demo("demo").prefix("d_"));
+    broker.rewrite_config(&after.text());
+    tokio::time::timeout(WAIT, client.tools_changed.notified())
+        .await
+        .expect("tools/list_changed after the view changed");
+    assert_eq!(
+        listed(math.list_all_tools().await.unwrap()),
+        ["d_add", "d_echo"]
+    );
+    math.cancel().await.unwrap();
+    whole.cancel().await.unwrap();
+}

@@ -10,12 +10,6 @@ use nix::sys::signal::Signal;
 use toolbroker::proto::{self, ServerState, watch_event::Event};
 
 /// Replaces the config file as editors do: write a new file, rename it over the old one.
-fn rewrite(broker: &Broker, text: &str) {
-    let path = broker.config_path();
-    let staged = path.with_extension("new");
-    std::fs::write(&staged, text).unwrap();
-    std::fs::rename(&staged, &path).unwrap();
-}
 
 #[tokio::test]
 async fn editing_the_file_applies_only_the_difference() {
@@ -50,7 +44,7 @@ async fn editing_the_file_applies_only_the_difference() {
         .server(demo("keep").prefix("k_"))
         .server(demo("changed").prefix("c_").set("timeout", "20s"))
         .server(demo("new").prefix("n_"));
-    rewrite(&broker, &after.text());
+    broker.rewrite_config(&after.text());
     let reloaded = broker
         .wait_for_log("the reload", |l| l["message"] == "config reloaded")
         .await;
@@ -132,7 +126,7 @@ async fn an_invalid_file_changes_nothing_and_says_why() {
     let broker = Broker::builder().server(demo("demo")).start().await;
     broker.wait_ready().await;
     // Text, as a person would mistype it.
-    rewrite(&broker, "servers:\n  - name: demo\n    comand: typo\n");
+    broker.rewrite_config("servers:\n  - name: demo\n    comand: typo\n");
     let path = broker.config_path().display().to_string();
     broker
         .wait_for_log("the rejection", |l| {

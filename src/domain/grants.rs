@@ -37,8 +37,9 @@ impl Patterns {
 pub struct Access {
     /// Exposed tool names.
     tools: Patterns,
-    /// The view a token is bound to: tools outside it are neither seen nor called.
-    view: Patterns,
+    /// The views it is bound to (a token's, a request's): tools outside any of them are
+    /// neither seen nor called.
+    views: Vec<Patterns>,
     /// Exposed prompt names.
     prompts: Patterns,
     /// Names of the servers whose resources it may list and read.
@@ -49,7 +50,7 @@ impl Access {
     /// Everything.
     pub const ALL: Access = Access {
         tools: Patterns::All,
-        view: Patterns::All,
+        views: Vec::new(),
         prompts: Patterns::All,
         resources: Patterns::All,
     };
@@ -62,7 +63,7 @@ impl Access {
         }
         Access {
             tools: Patterns::only(tools.iter()),
-            view: Patterns::All,
+            views: Vec::new(),
             prompts: Patterns::only(prompts.iter()),
             resources: Patterns::only(resources.iter()),
         }
@@ -81,25 +82,26 @@ impl Access {
             .flat_map(|(_, patterns)| patterns);
         Access {
             tools: Patterns::only(granted),
-            view: Patterns::All,
+            views: Vec::new(),
             prompts: Patterns::only(std::iter::empty()),
             resources: Patterns::only(std::iter::empty()),
         }
     }
 
-    /// This access bound to a view: its tool patterns apply inside the view's.
-    pub fn within(self, view: Patterns) -> Self {
-        Access { view, ..self }
+    /// This access bound to a view as well: its tool patterns apply inside the view's.
+    pub fn within(mut self, view: Patterns) -> Self {
+        self.views.push(view);
+        self
     }
 
     /// Whether the tool exposed as `name` may be seen and called.
     pub fn may_use(&self, name: &str) -> bool {
-        self.view.matches(name) && self.tools.matches(name)
+        self.tools.matches(name) && self.views.iter().all(|view| view.matches(name))
     }
 
     /// Whether every tool may be.
     pub fn sees_all(&self) -> bool {
-        matches!((&self.tools, &self.view), (Patterns::All, Patterns::All))
+        matches!(self.tools, Patterns::All) && self.views.is_empty()
     }
 
     /// Whether the prompt exposed as `name` may be seen and got.
@@ -122,6 +124,18 @@ mod tests {
             ("tools:fs".into(), vec!["fs_*".into()]),
             ("tools:echo".into(), vec!["echo".into(), "ech?2".into()]),
         ]
+    }
+
+    #[test]
+    fn a_view_bounds_what_a_token_sees() {
+        let support = Patterns::only(["jira_*".to_owned(), "fs_read_*".to_owned()].iter());
+        let bound = Access::of_token(&[], &[], &[]).within(support.clone());
+        assert!(!bound.sees_all());
+        assert!(bound.may_use("jira_create") && !bound.may_use("fs_write_file"));
+        let narrower = Access::of_token(&["fs_*".into()], &[], &[]).within(support);
+        assert!(narrower.may_use("fs_read_file") && !narrower.may_use("jira_create"));
+        let twice = narrower.within(Patterns::only(["fs_read_dir".to_owned()].iter()));
+        assert!(twice.may_use("fs_read_dir") && !twice.may_use("fs_read_file"));
     }
 
     #[test]

@@ -62,7 +62,10 @@ impl ToolRule {
 
     /// Fixed arguments the server's schema does not declare: sent anyway, but worth a warning.
     pub fn undeclared_arguments(&self, spec: &ToolSpec) -> Vec<&str> {
-        let declared = spec.input_schema.get("properties").and_then(Value::as_object);
+        let declared = spec
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object);
         self.arguments
             .keys()
             .filter(|name| declared.is_none_or(|properties| !properties.contains_key(*name)))
@@ -163,8 +166,14 @@ mod tests {
         let rule = pinned();
         let sent = object(json!({"query": "fn main", "org": "evil"}));
         let refused = fixed_sent(&sent, &rule.arguments);
-        assert!(refused.contains("\"org\"") && refused.contains("fixed"), "{refused}");
-        assert_eq!(fixed_sent(&object(json!({"query": "x"})), &rule.arguments), "");
+        assert!(
+            refused.contains("\"org\"") && refused.contains("fixed"),
+            "{refused}"
+        );
+        assert_eq!(
+            fixed_sent(&object(json!({"query": "x"})), &rule.arguments),
+            ""
+        );
     }
 
     #[test]

@@ -149,7 +149,11 @@ mod tests {
     fn catalog() -> Vec<ExposedTool> {
         let path = json!({"type": "object", "properties": {"path": {"type": "string", "description": "Where the file is"}}});
         vec![
-            tool("fs_read_file", "Read the complete contents of a file.", path.clone()),
+            tool(
+                "fs_read_file",
+                "Read the complete contents of a file.",
+                path.clone(),
+            ),
             tool("fs_writeFile", "Create a new file or overwrite one.", path),
             tool(
                 "jira_create_issue",
@@ -180,10 +184,22 @@ mod tests {
         let tools = catalog();
         let index = SearchIndex::build(&tools);
         let all = |_: usize| true;
-        assert_eq!(names(&tools, &index.search("read a file", 10, all))[0], "fs_read_file");
-        assert_eq!(names(&tools, &index.search("writing files", 10, all))[0], "fs_writeFile");
-        assert_eq!(names(&tools, &index.search("create issue", 1, all)), ["jira_create_issue"]);
-        assert!(index.search("the of and", 10, all).is_empty(), "stop words match nothing");
+        assert_eq!(
+            names(&tools, &index.search("read a file", 10, all))[0],
+            "fs_read_file"
+        );
+        assert_eq!(
+            names(&tools, &index.search("writing files", 10, all))[0],
+            "fs_writeFile"
+        );
+        assert_eq!(
+            names(&tools, &index.search("create issue", 1, all)),
+            ["jira_create_issue"]
+        );
+        assert!(
+            index.search("the of and", 10, all).is_empty(),
+            "stop words match nothing"
+        );
         assert!(index.search("kubernetes", 10, all).is_empty());
         let scores: Vec<f32> = index.search("file", 10, all).iter().map(|m| m.1).collect();
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");

@@ -42,15 +42,17 @@ impl Views {
 
     /// The view called `name`; NOT_FOUND naming the views there are when none is.
     pub fn get(&self, name: &str) -> Result<&Patterns, RequestError> {
-        self.compiled.get(name).ok_or_else(|| RequestError::UnknownView {
-            name: name.to_owned(),
-            known: if self.compiled.is_empty() {
-                "the broker's configuration defines no views".to_owned()
-            } else {
-                let names: Vec<&str> = self.compiled.keys().map(String::as_str).collect();
-                format!("the views are: {}", names.join(", "))
-            },
-        })
+        self.compiled
+            .get(name)
+            .ok_or_else(|| RequestError::UnknownView {
+                name: name.to_owned(),
+                known: if self.compiled.is_empty() {
+                    "the broker's configuration defines no views".to_owned()
+                } else {
+                    let names: Vec<&str> = self.compiled.keys().map(String::as_str).collect();
+                    format!("the views are: {}", names.join(", "))
+                },
+            })
     }
 
     /// The view asked for by a request field: none when the field is empty.
@@ -77,7 +79,10 @@ mod tests {
         assert!(support.matches("jira_create") && !support.matches("k8s_get1"));
         assert!(views.asked("").unwrap().is_none());
         let unknown = views.get("sales").unwrap_err().to_string();
-        assert!(unknown.contains("\"sales\"") && unknown.contains("ops, support"), "{unknown}");
+        assert!(
+            unknown.contains("\"sales\"") && unknown.contains("ops, support"),
+            "{unknown}"
+        );
         let none = Views::default().get("x").unwrap_err().to_string();
         assert!(none.contains("defines no views"), "{none}");
     }

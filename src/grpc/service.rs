@@ -79,8 +79,8 @@ impl ToolBroker for Arc<BrokerService> {
     ) -> Result<Response<Self::WatchStream>, Status> {
         let caller = auth::caller(request.extensions());
         let request = request.into_inner();
-        let (first, watcher) = Watcher::open(self.feed(), request.servers, request.view, caller)
-            .map_err(refused)?;
+        let (first, watcher) =
+            Watcher::open(self.feed(), request.servers, request.view, caller).map_err(refused)?;
         let rest = futures::stream::unfold(watcher, Watcher::next);
         let stream = futures::stream::once(async { Ok(first) }).chain(rest);
         Ok(Response::new(Box::pin(stream)))
@@ -154,8 +154,14 @@ impl ToolBroker for Arc<BrokerService> {
             let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
                 .map_err(refused)?;
             let cached = self.tools.tools(&snapshot);
-            let response = search::search(&request.query, request.limit, &visibility, &cached, &snapshot)
-                .map_err(refused)?;
+            let response = search::search(
+                &request.query,
+                request.limit,
+                &visibility,
+                &cached,
+                &snapshot,
+            )
+            .map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
         })
         .await

@@ -29,10 +29,8 @@ impl Visibility {
         caller: Caller,
         snapshot: &Snapshot,
     ) -> Result<Self, RequestError> {
-        let view = match snapshot.views.asked(&view)? {
-            Some(patterns) => Some((view, patterns.clone())),
-            None => None,
-        };
+        let patterns = snapshot.views.asked(&view)?.cloned();
+        let view = patterns.map(|patterns| (view, patterns));
         if let Some(unknown) = servers
             .iter()
             .find(|name| snapshot.catalog.server(name).is_none())

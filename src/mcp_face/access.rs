@@ -6,7 +6,7 @@
 use axum::{
     Json,
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -14,9 +14,9 @@ use serde_json::json;
 
 use crate::{auth::Gate, domain::request_error::RequestError};
 
-/// Where the metadata of the resource at `/mcp` is served (RFC 9728 §3.1: the well-known
-/// name inserted before the resource's path).
-pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+/// The well-known name RFC 9728 §3.1 inserts before a resource's path to name where its
+/// metadata is served: `/mcp`'s is at `/.well-known/oauth-protected-resource/mcp`.
+pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// The gate: a caller it admits goes on with its [`Caller`](crate::auth::Caller) in the
 /// request's extensions; anyone else gets 401 and where to learn how to get a token.
@@ -26,14 +26,14 @@ pub async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(error) => refused(request.headers(), &error),
+        Err(error) => refused(request.headers(), request.uri().path(), &error),
     }
 }
 
 /// 401, with the challenge and the reason.
-fn refused(headers: &HeaderMap, error: &RequestError) -> Response {
+fn refused(headers: &HeaderMap, resource: &str, error: &RequestError) -> Response {
     let mut challenge = format!(
-        r#"Bearer resource_metadata="{}{METADATA_PATH}""#,
+        r#"Bearer resource_metadata="{}{METADATA_PREFIX}{resource}""#,
         origin(headers)
     );
     if headers.contains_key(header::AUTHORIZATION) {
@@ -48,11 +48,19 @@ fn refused(headers: &HeaderMap, error: &RequestError) -> Response {
     response
 }
 
-/// The protected-resource metadata of `/mcp`: the resource, its authorization server (the
-/// JWT issuer, when JWTs are configured) and how tokens are sent.
-pub async fn metadata(State(gate): State<Gate>, headers: HeaderMap) -> Json<serde_json::Value> {
+/// The protected-resource metadata of `/mcp` (or of a view's `/mcp/<view>`): the resource,
+/// its authorization server (the JWT issuer, when JWTs are configured) and how tokens are sent.
+pub async fn metadata(
+    State(gate): State<Gate>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Json<serde_json::Value> {
+    let resource = match uri.path().strip_prefix(METADATA_PREFIX) {
+        Some(path) if path.starts_with("/mcp") => path,
+        _ => "/mcp",
+    };
     let mut document = json!({
-        "resource": format!("{}/mcp", origin(&headers)),
+        "resource": format!("{}{resource}", origin(&headers)),
         "bearer_methods_supported": ["header"],
         "resource_name": "toolbroker",
     });

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Face,
-    request::{FaceCaller, caller, refused_call},
+    request::{FaceCaller, refused_call},
 };
 use crate::{
     auth::Caller,
@@ -48,7 +48,7 @@ impl Face {
         incoming: &TraceHeaders,
         trace_id: Option<String>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let arguments = request.arguments.unwrap_or_default();
         let pending = self.audit.as_ref().map(|audit| Pending {
             draft: Some(Draft::of(

@@ -14,6 +14,8 @@ use crate::{
     mcp_lists::Stale,
 };
 
+use super::request::Asker;
+
 /// Adds to `stale` what `event` makes stale for `caller`.
 pub fn add(stale: &mut Stale, event: &Event, caller: &Caller) {
     match &event.change {
@@ -36,11 +38,12 @@ pub fn add(stale: &mut Stale, event: &Event, caller: &Caller) {
 /// How often a quiet follower checks that its client is still there.
 const GONE_CHECK: Duration = Duration::from_secs(15);
 
-/// Sends `notify` what goes stale for `caller` as the catalog changes, until `stop`, until
-/// `gone` says the client left, or until `notify` says it could not reach it.
+/// Sends `notify` what goes stale for `asker` as the catalog changes (and, for an asker
+/// through a view, when a reload changes the views), until `stop`, until `gone` says the
+/// client left, or until `notify` says it could not reach it.
 pub async fn follow<F, Fut>(
     broker: &Broker,
-    caller: &Caller,
+    asker: &Asker,
     stop: CancellationToken,
     gone: impl Fn() -> bool,
     notify: F,
@@ -49,11 +52,19 @@ pub async fn follow<F, Fut>(
     Fut: Future<Output = bool>,
 {
     let mut events = broker.events();
+    let mut views = broker.views();
+    views.mark_unchanged();
+    let mut caller = asker.caller(&broker.snapshot().views);
+    let through_view = asker.view.is_some();
     let mut check = tokio::time::interval(GONE_CHECK);
     loop {
         let mut stale = Stale::default();
         tokio::select! {
             () = stop.cancelled() => return,
+            Ok(()) = views.changed(), if through_view => {
+                caller = asker.caller(&views.borrow_and_update());
+                stale.tools = true;
+            }
             _ = check.tick() => {
                 if gone() {
                     return;
@@ -61,7 +72,7 @@ pub async fn follow<F, Fut>(
                 continue;
             }
             received = events.recv() => match received {
-                Ok(event) => add(&mut stale, &event, caller),
+                Ok(event) => add(&mut stale, &event, &caller),
                 Err(RecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(RecvError::Closed) => return,
             },
@@ -69,7 +80,7 @@ pub async fn follow<F, Fut>(
         // The rest of a burst (a server coming back changes tools, resources and prompts).
         loop {
             match events.try_recv() {
-                Ok(event) => add(&mut stale, &event, caller),
+                Ok(event) => add(&mut stale, &event, &caller),
                 Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(_) => break,
             }

@@ -27,7 +27,7 @@ use tracing::Instrument as _;
 
 use super::{
     changes, convert,
-    request::{FaceCaller, caller, incoming_trace, refused_request, server_span},
+    request::{Asker, FaceCaller, incoming_trace, refused_request, server_span},
     session::Session,
 };
 use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError, mcp_lists};
@@ -82,7 +82,7 @@ impl ServerHandler for Face {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.follow_for(caller(&context.extensions), context.peer);
+        self.follow_for(Asker::of(&context.extensions), context.peer);
     }
 
     fn accepted_subscription_filter(
@@ -100,12 +100,12 @@ impl ServerHandler for Face {
 
     /// Protocol 2026-07-28: list changes ride the client's `subscriptions/listen` stream.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
-        let caller = caller(&subscription.request_context().extensions);
+        let asker = Asker::of(&subscription.request_context().extensions);
         let stop = self.shutdown.child_token();
         let sink = subscription.sink();
         let watching = changes::follow(
             &self.broker,
-            &caller,
+            &asker,
             stop,
             || false,
             |stale| mcp_lists::announce(sink, stale),
@@ -122,7 +122,7 @@ impl ServerHandler for Face {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
         let tools = snapshot
             .catalog
@@ -155,7 +155,7 @@ impl ServerHandler for Face {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
         let resources = snapshot
             .catalog
@@ -171,7 +171,7 @@ impl ServerHandler for Face {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
         let templates = snapshot
             .catalog
@@ -187,7 +187,7 @@ impl ServerHandler for Face {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let not_found = || {
             ErrorData::resource_not_found(
                 format!(
@@ -214,7 +214,7 @@ impl ServerHandler for Face {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let server = self.server_of(&caller, &request.uri).ok_or_else(|| {
             ErrorData::resource_not_found(format!("no resource {:?}", request.uri), None)
         })?;
@@ -239,7 +239,7 @@ impl ServerHandler for Face {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let ours = {
             let mut subscribed = self.session.subscribed();
             let key = subscribed
@@ -273,7 +273,7 @@ impl ServerHandler for Face {
         mut request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         // The reference as its server knows it: a prompt by its original name, a template as
         // it is.
         let server = match &mut request.r#ref {
@@ -321,7 +321,7 @@ impl ServerHandler for Face {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
         let prompts = snapshot
             .catalog
@@ -338,7 +338,7 @@ impl ServerHandler for Face {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let caller = caller(&context.extensions);
+        let caller = self.caller(&context.extensions);
         if !caller.may_prompt(&request.name) {
             return Err(refused_request(RequestError::PromptDenied {
                 caller: caller.key.id,

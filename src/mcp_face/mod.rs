@@ -1,5 +1,6 @@
 //! The MCP face: the broker's catalog served as one MCP server over streamable HTTP at `/mcp`
-//! (rmcp's server side), to MCP-native clients, behind the same auth gate as the gRPC port.
+//! (rmcp's server side), and each view's subset at `/mcp/<view>`, to MCP-native clients,
+//! behind the same auth gate as the gRPC port.
 //! Tools, resources and prompts come from the broker; a `tools/call` runs as a streaming
 //! broker call whose progress and questions are relayed to the client that made it.
 
@@ -10,6 +11,7 @@ pub mod convert;
 mod handler;
 mod request;
 mod session;
+mod views;
 
 use std::net::SocketAddr;
 
@@ -98,6 +100,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     } else {
         config.disable_allowed_hosts()
     };
+    let broker = parts.broker.clone();
     let face = Face::new(parts.broker, parts.audit, parts.shutdown);
     let service = StreamableHttpService::new(
         move || Ok(face.for_session()),
@@ -105,15 +108,22 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
         config,
     );
     let gate = parts.gate;
+    // Layers run outside in: counted, then the gate, then the view.
     let router = Router::new()
-        .nest_service("/mcp", service)
+        .route_service("/mcp", service.clone())
+        .route_service("/mcp/{view}", service)
+        .layer(middleware::from_fn_with_state(broker, views::select))
         .layer(middleware::from_fn_with_state(gate.clone(), access::admit))
         .layer(middleware::from_fn_with_state(parts.in_flight, counted))
         .merge(
             Router::new()
-                .route(access::METADATA_PATH, get(access::metadata))
+                .route(access::METADATA_PREFIX, get(access::metadata))
                 .route(
-                    "/.well-known/oauth-protected-resource",
+                    &format!("{}/mcp", access::METADATA_PREFIX),
+                    get(access::metadata),
+                )
+                .route(
+                    &format!("{}/mcp/{{view}}", access::METADATA_PREFIX),
                     get(access::metadata),
                 )
                 .with_state(gate),

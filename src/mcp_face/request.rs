@@ -17,7 +17,9 @@ use crate::{
     auth::Caller,
     domain::{
         caller::{CallerKey, CallerValues},
+        grants::Patterns,
         request_error::RequestError,
+        views::Views,
     },
     telemetry::context::TraceHeaders,
 };
@@ -27,12 +29,48 @@ pub fn http_parts(extensions: &Extensions) -> Option<&http::request::Parts> {
     extensions.get::<http::request::Parts>()
 }
 
-/// The caller the gate admitted for this request (anyone without auth).
-pub fn caller(extensions: &Extensions) -> Caller {
-    http_parts(extensions)
-        .and_then(|parts| parts.extensions.get::<Caller>())
-        .cloned()
-        .unwrap_or_else(Caller::anyone)
+/// The view a request was made through (`/mcp/<view>`), put in its extensions by
+/// [`views::select`](super::views::select).
+#[derive(Debug, Clone)]
+pub struct FaceView(pub String);
+
+/// Who is asking, and through which view.
+#[derive(Clone)]
+pub struct Asker {
+    /// The caller the gate admitted (anyone without auth).
+    pub caller: Caller,
+    /// The view of the URL it used, if any.
+    pub view: Option<String>,
+}
+
+impl Asker {
+    /// The asker of one request.
+    pub fn of(extensions: &Extensions) -> Self {
+        let parts = http_parts(extensions);
+        Self {
+            caller: parts
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .cloned()
+                .unwrap_or_else(Caller::anyone),
+            view: parts
+                .and_then(|parts| parts.extensions.get::<FaceView>())
+                .map(|view| view.0.clone()),
+        }
+    }
+
+    /// The caller as `views` let it see: bound to its view (to nothing, when a reload
+    /// removed the view).
+    pub fn caller(&self, views: &Views) -> Caller {
+        let mut caller = self.caller.clone();
+        if let Some(view) = &self.view {
+            let patterns = views
+                .get(view)
+                .cloned()
+                .unwrap_or_else(|_| Patterns::only(std::iter::empty()));
+            caller.access = caller.access.within(patterns);
+        }
+        caller
+    }
 }
 
 /// A caller's values for per-caller servers: the caller, and the HTTP headers it sent.

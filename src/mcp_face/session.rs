@@ -6,10 +6,17 @@ use std::{
     sync::{Mutex, MutexGuard, PoisonError, atomic::AtomicU8},
 };
 
-use rmcp::{RoleServer, model::ResourceUpdatedNotificationParam, service::Peer};
+use rmcp::{
+    RoleServer,
+    model::{Extensions, ResourceUpdatedNotificationParam},
+    service::Peer,
+};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{Face, changes, request::FaceCaller};
+use super::{
+    Face, changes,
+    request::{Asker, FaceCaller},
+};
 use crate::{auth::Caller, domain::uri_template, mcp_lists};
 
 /// What one client session chose.
@@ -32,6 +39,12 @@ impl Session {
 }
 
 impl Face {
+    /// The caller of a request, bound to the view of the URL it came to (if any) as the views
+    /// stand now.
+    pub(super) fn caller(&self, extensions: &Extensions) -> Caller {
+        Asker::of(extensions).caller(&self.broker.snapshot().views)
+    }
+
     /// The server whose resource `uri` is, as `caller` may read: a listed resource's, else
     /// the first with a template it is, or fits.
     pub(super) fn server_of(&self, caller: &Caller, uri: &str) -> Option<String> {
@@ -59,12 +72,12 @@ impl Face {
     /// Follows the catalog for `caller`, telling `peer` which lists changed and which of its
     /// subscribed resources were updated, until the session ends; then drops its
     /// subscriptions.
-    pub(super) fn follow_for(&self, caller: Caller, peer: Peer<RoleServer>) {
+    pub(super) fn follow_for(&self, asker: Asker, peer: Peer<RoleServer>) {
         let face = self.clone();
         tokio::spawn(async move {
             let stop = face.shutdown.child_token();
             let gone = || peer.is_transport_closed();
-            let lists = changes::follow(&face.broker, &caller, stop, gone, |stale| {
+            let lists = changes::follow(&face.broker, &asker, stop, gone, |stale| {
                 mcp_lists::announce(&peer, stale)
             });
             tokio::select! {
@@ -73,7 +86,7 @@ impl Face {
             }
             let subscribed: Vec<_> = face.session.subscribed().drain().collect();
             let values = FaceCaller {
-                caller: &caller,
+                caller: &asker.caller,
                 headers: None,
             };
             for (server, uri) in subscribed {

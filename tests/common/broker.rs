@@ -65,6 +65,14 @@ impl Broker {
     pub fn config_path(&self) -> PathBuf {
         config_path(self.dir.path())
     }
+
+    /// Replaces the config file at once (written aside, then renamed), as editors save.
+    pub fn rewrite_config(&self, text: &str) {
+        let path = self.config_path();
+        let staged = path.with_extension("new");
+        std::fs::write(&staged, text).unwrap();
+        std::fs::rename(&staged, &path).unwrap();
+    }
 }
 
 impl Builder {

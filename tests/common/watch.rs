@@ -141,6 +141,21 @@ impl Watch {
             .unwrap_or_else(|_| panic!("no status {what} within {STARTUP:?}"))
     }
 
+    /// Waits until the stream fails, skipping events, within [`WAIT`]; its status.
+    pub async fn next_error(&mut self) -> tonic::Status {
+        let failed = tokio::time::timeout(WAIT, async {
+            loop {
+                match self.stream.message().await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("the Watch stream ended without an error"),
+                    Err(status) => return status,
+                }
+            }
+        })
+        .await;
+        failed.unwrap_or_else(|_| panic!("the Watch stream did not fail within {WAIT:?}"))
+    }
+
     /// Waits until the stream ends (or fails), skipping events, within [`WAIT`].
     pub async fn end(&mut self) {
         let ended = tokio::time::timeout(WAIT, async {

@@ -95,7 +95,11 @@ fn expose_server(
         notes.tool_count += 1;
     }
     for wanted in &policy.tools {
-        if !entry.offered.iter().any(|s| s.original.as_str() == wanted.name) {
+        if !entry
+            .offered
+            .iter()
+            .any(|s| s.original.as_str() == wanted.name)
+        {
             let note = format!(
                 "tool {:?} in the \"tools\" list is not offered by the server",
                 wanted.name

@@ -110,7 +110,8 @@ fn allow_list_filters_and_reports_missing_names() {
     assert_eq!(names(&cat), ["keep"]);
     let view = cat.server("a").unwrap();
     assert!(
-        view.message.contains("\"typo\" in the \"tools\" list is not offered"),
+        view.message
+            .contains("\"typo\" in the \"tools\" list is not offered"),
         "{}",
         view.message
     );
@@ -296,4 +297,46 @@ fn a_new_policy_applies_to_a_kept_server() {
     let change = tools_change(&outcome, "a");
     assert_eq!(change.removed.len(), 2);
     assert_eq!(change.added[0].name.as_str(), "p_x");
+}
+
+#[test]
+fn overrides_rename_reshape_and_follow_a_new_policy() {
+    let rule = |description: &str| ToolRule {
+        name: "keep".into(),
+        rename: Some("kept".into()),
+        description: Some(description.into()),
+        arguments: Arc::new(json!({"x": "fixed", "y": 1}).as_object().cloned().unwrap()),
+    };
+    let mut shaped = policy("a", "a_", &[]);
+    shaped.tools = vec![rule("New words.")];
+    let mut cat = catalog(vec![shaped.clone()]);
+    let outcome = ready(&mut cat, "a", &["keep", "drop"]);
+    assert_eq!(names(&cat), ["a_kept"]);
+    let tool = cat.tool("a_kept").unwrap();
+    assert_eq!(
+        (tool.spec.description.as_str(), tool.spec.original.as_str()),
+        ("New words.", "keep")
+    );
+    assert!(
+        tool.spec.params.is_empty(),
+        "x is fixed: {:?}",
+        tool.spec.params
+    );
+    assert_eq!(tool.fixed["x"], "fixed");
+    assert!(
+        outcome
+            .warnings
+            .iter()
+            .any(|(_, w)| w.contains("[\"y\"]") && w.contains("not in its input schema")),
+        "{:?}",
+        outcome.warnings
+    );
+    // The same server under a reworded override: one update, same session.
+    shaped.tools = vec![rule("Newer words.")];
+    let outcome = cat.configure(vec![(shaped, condition(ServerState::Ready, "ready"))]);
+    let change = tools_change(&outcome, "a");
+    assert_eq!(change.updated.len(), 1);
+    assert_eq!(change.updated[0].spec.description, "Newer words.");
+    assert!(change.added.is_empty() && change.removed.is_empty());
+    assert!(cat.unready_owner("a_kept").is_none());
 }

@@ -33,7 +33,12 @@ const MAX_VIEW_NAME_LEN: usize = 64;
 impl Checker<'_, '_> {
     /// A server's `tools` list: each entry a name or a mapping; every original name and every
     /// exposed name once.
-    pub(super) fn tools(&mut self, raw: Option<Vec<Value>>, prefix: &str, at: &str) -> Vec<ToolRule> {
+    pub(super) fn tools(
+        &mut self,
+        raw: Option<Vec<Value>>,
+        prefix: &str,
+        at: &str,
+    ) -> Vec<ToolRule> {
         let tools_at = path::field(at, "tools");
         let mut rules: Vec<ToolRule> = Vec::new();
         for (i, value) in raw.unwrap_or_default().into_iter().enumerate() {
@@ -127,13 +132,18 @@ impl Checker<'_, '_> {
         arguments
     }
 
-    /// Every token's `view` names a view of the `views` section.
-    pub(super) fn token_views(&mut self, auth: &Auth, views: &BTreeMap<String, Vec<String>>) {
+    /// Every token's `view` names a view of the `views` section (`written`: every name there,
+    /// valid or not, so that a view with a mistake of its own is not reported twice).
+    pub(super) fn token_views(&mut self, auth: &Auth, written: &[String]) {
         for (i, token) in auth.tokens.iter().enumerate() {
-            let Some(view) = token.view.as_deref().filter(|v| !views.contains_key(*v)) else {
+            let Some(view) = token
+                .view
+                .as_deref()
+                .filter(|v| !written.iter().any(|w| w == v))
+            else {
                 continue;
             };
-            let known: Vec<&str> = views.keys().map(String::as_str).collect();
+            let known: Vec<&str> = written.iter().map(String::as_str).collect();
             let reason = if known.is_empty() {
                 format!("no view {view:?}: the config defines no \"views\"")
             } else {
@@ -143,11 +153,15 @@ impl Checker<'_, '_> {
         }
     }
 
-    /// The `views` section: view name → exposed-name patterns (`*` and `?`).
-    pub(super) fn views(&mut self, raw: Option<Value>) -> BTreeMap<String, Vec<String>> {
+    /// The `views` section: view name → exposed-name patterns (`*` and `?`); and every
+    /// name written there.
+    pub(super) fn views(
+        &mut self,
+        raw: Option<Value>,
+    ) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
         let mut views = BTreeMap::new();
         let map = match raw {
-            None | Some(Value::Null) => return views,
+            None | Some(Value::Null) => return (views, Vec::new()),
             Some(Value::Object(map)) => map,
             Some(other) => {
                 let reason = format!(
@@ -155,9 +169,10 @@ impl Checker<'_, '_> {
                     kind(&other)
                 );
                 self.error("views", reason);
-                return views;
+                return (views, Vec::new());
             }
         };
+        let written: Vec<String> = map.keys().cloned().collect();
         for (name, patterns) in map {
             let at = path::field("views", &name);
             if let Some(bad) = name.chars().find(|c| !is_name_char(*c)) {
@@ -169,9 +184,13 @@ impl Checker<'_, '_> {
                 continue;
             }
             if name.len() > MAX_VIEW_NAME_LEN {
-                self.error(&at, format!("view name is longer than {MAX_VIEW_NAME_LEN} characters"));
+                self.error(
+                    &at,
+                    format!("view name is longer than {MAX_VIEW_NAME_LEN} characters"),
+                );
                 continue;
             }
+            let before = self.errors.len();
             let patterns = match patterns {
                 Value::Array(items) => items
                     .into_iter()
@@ -189,17 +208,21 @@ impl Checker<'_, '_> {
                     })
                     .collect::<Vec<_>>(),
                 other => {
-                    let reason = format!("expected a list of tool patterns, found {}", kind(&other));
+                    let reason =
+                        format!("expected a list of tool patterns, found {}", kind(&other));
                     self.error(&at, reason);
                     continue;
                 }
             };
+            if self.errors.len() > before {
+                continue;
+            }
             if patterns.is_empty() {
                 self.error(&at, "a view needs at least one tool pattern");
                 continue;
             }
             views.insert(name, patterns);
         }
-        views
+        (views, written)
     }
 }

@@ -34,6 +34,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     let mut check = Checker { lookup, errors };
     // First: every server's entry is checked against the result limit it will run with.
     let limits = check.limits(top.limits);
+    let (views, view_names) = check.views(top.views);
     let config = Config {
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
@@ -54,9 +55,9 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         servers: check.servers(top.servers, top.mcp_servers, limits.max_result_bytes),
         limits,
         audit: check.audit(top.audit),
-        views: check.views(top.views),
+        views,
     };
-    check.token_views(&config.auth, &config.views);
+    check.token_views(&config.auth, &view_names);
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
         check.error(
             "max_connection_age_grace",

@@ -5,6 +5,7 @@ mod callers;
 mod errors;
 mod oauth;
 mod rates;
+mod shaping;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 
