@@ -38,7 +38,9 @@ pub enum Command {
     /// Run the built-in demo MCP server (used when no config is given, and by the tests).
     DemoServer(DemoServerArgs),
     /// List the tools of a running broker.
-    Tools(ClientArgs),
+    Tools(ToolsArgs),
+    /// Search the tools of a running broker: the best matches for a task, best first.
+    Search(SearchArgs),
     /// Call a tool on a running broker.
     Call(CallArgs),
     /// Serve a running broker's catalog as an MCP server on stdio, for clients that can only
@@ -140,6 +142,33 @@ pub struct ClientArgs {
     pub ca_cert: Option<PathBuf>,
 }
 
+/// Options of `tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Broker address and connection options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Only the tools of this view (the broker's `views`).
+    #[arg(long)]
+    pub view: Option<String>,
+}
+
+/// Options of `search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Broker address and connection options.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// What the tool should do, in words: "read a file", "create a jira issue".
+    pub query: String,
+    /// How many matches at most (the broker gives at most 100).
+    #[arg(long, default_value_t = 10)]
+    pub limit: u32,
+    /// Only the tools of this view (the broker's `views`).
+    #[arg(long)]
+    pub view: Option<String>,
+}
+
 /// Options of `mcp-stdio`.
 #[derive(Debug, Args)]
 pub struct McpStdioArgs {
@@ -154,6 +183,9 @@ pub struct McpStdioArgs {
     /// system's roots.
     #[arg(long, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+    /// Serve only the tools of this view (the broker's `views`).
+    #[arg(long, default_value = "")]
+    pub view: String,
 }
 
 /// Options of `call`.

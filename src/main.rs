@@ -53,9 +53,10 @@ async fn run(command: Command) -> ExitCode {
         }
         Command::DemoServer(args) => demo(args).await,
         Command::Tools(args) => report(client::list_tools(&args).await),
+        Command::Search(args) => report(client::search(&args).await),
         Command::Call(args) => report(client::call(&args).await),
         Command::McpStdio(args) => match mcp_stdio::client_args(&args) {
-            Ok(client) => report(mcp_stdio::serve(client).await),
+            Ok(client) => report(mcp_stdio::serve(client, args.view.clone()).await),
             Err(e) => {
                 eprintln!("toolbroker: {e}");
                 ExitCode::from(EXIT_CONFIG)

@@ -305,3 +305,47 @@ async fn a_reader_that_stops_reading_is_no_error() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn search_and_tools_of_a_view_print_the_matching_tools() {
+    let broker = Broker::builder()
+        .top("views", serde_json::json!({"math": ["add", "sum"]}))
+        .server(demo("demo"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let addr = format!("http://{}", broker.addr);
+    let toolbroker = |args: &[&str]| {
+        StdCommand::new(toolbroker_bin())
+            .args(args)
+            .args(["--addr", &addr])
+            .output()
+            .expect("run toolbroker")
+    };
+    let found = toolbroker(&["search", "add two integers", "--limit", "2"]);
+    assert!(found.status.success(), "{found:?}");
+    let stdout = String::from_utf8_lossy(&found.stdout);
+    assert!(
+        stdout.starts_with("add(a: integer, b: integer)  [demo]"),
+        "{stdout}"
+    );
+
+    let math = toolbroker(&["tools", "--view", "math"]);
+    let stdout = String::from_utf8_lossy(&math.stdout);
+    assert!(
+        math.status.success() && stdout.starts_with("add("),
+        "{math:?}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| !l.starts_with(' ')).count(),
+        1,
+        "{stdout}"
+    );
+
+    let unknown = toolbroker(&["tools", "--view", "nope"]);
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("unknown view \"nope\""),
+        "{unknown:?}"
+    );
+}

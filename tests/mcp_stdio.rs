@@ -437,10 +437,7 @@ async fn a_call_the_client_cancels_is_cancelled_upstream() {
 
 /// Replaces the config file as editors do: write a new file, rename it over the old one.
 fn rewrite(broker: &Broker, config: &Config) {
-    let path = broker.config_path();
-    let staged = path.with_extension("new");
-    std::fs::write(&staged, config.text()).unwrap();
-    std::fs::rename(&staged, &path).unwrap();
+    broker.rewrite_config(&config.text());
 }
 
 #[tokio::test]
@@ -714,4 +711,39 @@ async fn the_python_sdk_client_lists_and_calls_through_it() {
         .map(|p| p["progress"].as_f64().unwrap())
         .collect();
     assert_eq!(progress, [1.0, 2.0, 3.0], "{seen}");
+}
+
+#[tokio::test]
+async fn a_view_is_served_with_view_and_its_redefinition_announced() {
+    let views = serde_json::json!({"math": ["d_add"]});
+    let broker = Broker::builder()
+        .top("views", views)
+        .server(demo("demo").prefix("d_"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let face = StdioFace::launch(broker.addr, &["--view", "math"], &[]).await;
+    let listed = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    assert_eq!(
+        listed(face.client.list_all_tools().await.unwrap()),
+        ["d_add"]
+    );
+    face.wait_logged("following the broker's Watch stream")
+        .await;
+    let wider = Config::new()
+        .top("views", serde_json::json!({"math": ["d_add", "d_echo"]}))
+        .server(demo("demo").prefix("d_"));
+    rewrite(&broker, &wider);
+    face.wait_seen("tools/list_changed", |s| s.contains(&Seen::ToolsChanged))
+        .await;
+    assert_eq!(
+        listed(face.client.list_all_tools().await.unwrap()),
+        ["d_add", "d_echo"]
+    );
+    // An unknown view is said at start, and the process exits.
+    let (code, stderr) = refused(broker.addr, &["--view", "nope"], &[]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("unknown view"), "{stderr}");
 }

@@ -21,7 +21,9 @@
 //! - `face`: MCP `tools/call echo` direct over stdio, through gRPC CallTool and through the
 //!   broker's MCP face (streamable HTTP), at concurrency 1, 16, 64 (medians of interleaved
 //!   rounds); `--mcp-proxy BIN` adds the crates.io `mcp-proxy` binary BIN in front of the same
-//!   server, for comparison.
+//!   server, for comparison;
+//! - `search`: SearchTools over 10,000 tools: the index build and the queries timed in process,
+//!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16.
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
@@ -37,6 +39,7 @@ mod listing;
 mod per_caller;
 mod replicas;
 mod report;
+mod search;
 mod startup;
 mod streaming;
 mod tracing_cost;
@@ -71,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
     let all = scenario == "all";
     let known = [
         "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
-        "stream", "face",
+        "stream", "face", "search",
     ];
     if !known.contains(&scenario) {
         eprintln!(
@@ -107,6 +110,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "stream" {
         streaming::run(plan).await?;
+    }
+    if all || scenario == "search" {
+        search::run(plan).await?;
     }
     if all || scenario == "face" {
         face::run(plan, flag(&args, "--mcp-proxy").map(String::as_str)).await?;

@@ -10,7 +10,7 @@ use tonic::{
 };
 
 use crate::{
-    cli::{CallArgs, ClientArgs},
+    cli::{CallArgs, ClientArgs, SearchArgs, ToolsArgs},
     proto::{self, content::Kind, tool_broker_client::ToolBrokerClient},
 };
 
@@ -69,15 +69,44 @@ fn tls(args: &ClientArgs) -> anyhow::Result<ClientTlsConfig> {
     })
 }
 
-/// Prints every tool: name, server and description.
-pub async fn list_tools(args: &ClientArgs) -> anyhow::Result<()> {
-    let response = connect(args)
+/// Prints every tool (of the view asked for): name, server and description.
+pub async fn list_tools(args: &ToolsArgs) -> anyhow::Result<()> {
+    let request = proto::ListToolsRequest {
+        view: args.view.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let response = connect(&args.client)
         .await?
-        .list_tools(proto::ListToolsRequest::default())
+        .list_tools(request)
         .await
         .map_err(status_error)?
         .into_inner();
     print(&listing(&response.tools))
+}
+
+/// Prints the best matches for the query, best first, as `tools` prints tools.
+pub async fn search(args: &SearchArgs) -> anyhow::Result<()> {
+    let request = proto::SearchToolsRequest {
+        query: args.query.clone(),
+        limit: args.limit,
+        view: args.view.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let response = connect(&args.client)
+        .await?
+        .search_tools(request)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let tools: Vec<proto::Tool> = response
+        .matches
+        .into_iter()
+        .filter_map(|m| m.tool)
+        .collect();
+    if tools.is_empty() {
+        eprintln!("no tool matches {:?}", args.query);
+    }
+    print(&listing(&tools))
 }
 
 /// The tools as `tools` prints them: `name(param: type, optional?: type)  [server]`, then the

@@ -314,10 +314,101 @@ struct Filter {
 pub(super) fn synthetic_definition(n: usize) -> Tool {
     Tool::new(
         format!("synthetic_{n:04}"),
-        format!("Synthetic search tool number {n}, for load tests; it echoes its arguments back as JSON text."),
+        synthetic_description(n),
         input_schema::<SyntheticArgs>(),
     )
     .with_annotations(ToolAnnotations::new().read_only(true))
+}
+
+/// Words the synthetic tools' descriptions are made of: 17 × 23 × 29 = 11,339 different
+/// sentences, so that a catalog of thousands reads like many tools for many systems (as tool
+/// search meets it), not one tool copied.
+const SYNTHETIC_VERBS: [&str; 17] = [
+    "Create",
+    "Read",
+    "Update",
+    "Delete",
+    "List",
+    "Search",
+    "Archive",
+    "Export",
+    "Import",
+    "Approve",
+    "Assign",
+    "Merge",
+    "Schedule",
+    "Summarize",
+    "Translate",
+    "Validate",
+    "Publish",
+];
+const SYNTHETIC_OBJECTS: [&str; 23] = [
+    "invoices",
+    "tickets",
+    "pull requests",
+    "calendar events",
+    "customer records",
+    "files",
+    "dashboards",
+    "alerts",
+    "deployments",
+    "user accounts",
+    "payments",
+    "orders",
+    "contracts",
+    "support cases",
+    "build logs",
+    "database tables",
+    "spreadsheets",
+    "emails",
+    "wiki pages",
+    "shipments",
+    "expense reports",
+    "leads",
+    "incidents",
+];
+const SYNTHETIC_SYSTEMS: [&str; 29] = [
+    "Jira",
+    "GitHub",
+    "Salesforce",
+    "Stripe",
+    "Slack",
+    "Google Drive",
+    "Kubernetes",
+    "PagerDuty",
+    "Confluence",
+    "Zendesk",
+    "HubSpot",
+    "Snowflake",
+    "Postgres",
+    "Datadog",
+    "Notion",
+    "Shopify",
+    "Workday",
+    "ServiceNow",
+    "GitLab",
+    "Asana",
+    "Trello",
+    "Dropbox",
+    "Outlook",
+    "SAP",
+    "Linear",
+    "Sentry",
+    "Grafana",
+    "Airtable",
+    "QuickBooks",
+];
+
+/// "Archive invoices in Jira (synthetic tool 42, …)": a different sentence for each `n` up to
+/// 11,339.
+fn synthetic_description(n: usize) -> String {
+    let verb = SYNTHETIC_VERBS[n % SYNTHETIC_VERBS.len()];
+    let object = SYNTHETIC_OBJECTS[(n / SYNTHETIC_VERBS.len()) % SYNTHETIC_OBJECTS.len()];
+    let system = SYNTHETIC_SYSTEMS
+        [(n / (SYNTHETIC_VERBS.len() * SYNTHETIC_OBJECTS.len())) % SYNTHETIC_SYSTEMS.len()];
+    format!(
+        "{verb} {object} in {system} (synthetic tool {n}, for load tests: it echoes its arguments back as JSON text)."
+    )
 }
 
 /// The definition of a tool added at run time.

@@ -1,6 +1,8 @@
 //! SearchTools: the query run against the revision's index, the matches filtered by what the
 //! request may see, and returned as ListTools gives tools.
 
+use std::sync::Arc;
+
 use super::{tool_cache::CachedTools, visibility::Visibility};
 use crate::{broker::Snapshot, domain::request_error::RequestError, proto};
 
@@ -10,12 +12,12 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 100;
 
 /// The best matches for `query` among the tools `visibility` lets the caller see.
-pub fn search(
+pub async fn search(
     query: &str,
     limit: u32,
     visibility: &Visibility,
     cached: &CachedTools,
-    snapshot: &Snapshot,
+    snapshot: Arc<Snapshot>,
 ) -> Result<proto::SearchToolsResponse, RequestError> {
     if query.trim().is_empty() {
         return Err(RequestError::EmptyQuery);
@@ -25,7 +27,7 @@ pub fn search(
         asked => asked.min(MAX_LIMIT),
     };
     let everything = visibility.everything();
-    let found = cached.index(snapshot).search(query, limit, |i| {
+    let found = cached.index(snapshot).await.search(query, limit, |i| {
         everything || visibility.tool(&cached.tools[i])
     });
     let matches = found

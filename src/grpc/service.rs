@@ -154,14 +154,10 @@ impl ToolBroker for Arc<BrokerService> {
             let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
                 .map_err(refused)?;
             let cached = self.tools.tools(&snapshot);
-            let response = search::search(
-                &request.query,
-                request.limit,
-                &visibility,
-                &cached,
-                &snapshot,
-            )
-            .map_err(refused)?;
+            let (query, limit) = (&request.query, request.limit);
+            let response = search::search(query, limit, &visibility, &cached, snapshot.clone())
+                .await
+                .map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
         })
         .await

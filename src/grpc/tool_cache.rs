@@ -2,7 +2,9 @@
 //! ListTools and Watch, so that no request converts or encodes a tool again; and the search
 //! index of that revision, built on the first SearchTools.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
 
 use super::convert;
 use crate::{
@@ -21,20 +23,26 @@ pub struct CachedTools {
     /// The same tools, encoded for ListTools.
     pub encoded: Arc<EncodedTools>,
     /// The search index of the same tools (same positions), once a search asked for it.
-    index: Arc<OnceLock<SearchIndex>>,
+    index: Arc<OnceCell<Arc<SearchIndex>>>,
 }
 
 impl CachedTools {
-    /// The search index of these tools, built by the first caller of this revision.
-    pub fn index(&self, snapshot: &Snapshot) -> &SearchIndex {
+    /// The search index of these tools (`snapshot` is theirs), built by the first search of
+    /// this revision on a blocking thread (tens of milliseconds for 10,000 tools); searches
+    /// that come meanwhile wait for it.
+    pub async fn index(&self, snapshot: Arc<Snapshot>) -> Arc<SearchIndex> {
         debug_assert_eq!(snapshot.catalog.revision(), self.revision);
-        self.index.get_or_init(|| {
+        let build = || async move {
             let started = std::time::Instant::now();
-            let index = SearchIndex::build(snapshot.catalog.tools().values().map(|t| &**t));
-            tracing::debug!(tools = self.tools.len(), took = ?started.elapsed(),
-                revision = self.revision, "search index built");
-            index
-        })
+            let built = tokio::task::spawn_blocking(move || {
+                SearchIndex::build(snapshot.catalog.tools().values().map(|t| &**t))
+            })
+            .await
+            .expect("building the search index does not panic");
+            tracing::debug!(tools = built.len(), took = ?started.elapsed(), "search index built");
+            Arc::new(built)
+        };
+        self.index.get_or_init(build).await.clone()
     }
 }
 

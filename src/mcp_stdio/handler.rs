@@ -43,6 +43,8 @@ use crate::{
 #[derive(Clone)]
 pub struct StdioFace {
     broker: Client,
+    /// The view served (`--view`); empty for the whole catalog.
+    view: String,
     /// Cancelled when the MCP client has gone (stdin closed): ends the Watch relay.
     closed: CancellationToken,
     /// Whether the Watch relay was started (once per process: stdio has one session).
@@ -52,10 +54,11 @@ pub struct StdioFace {
 }
 
 impl StdioFace {
-    /// A handler answering from `broker` until `closed` is cancelled.
-    pub(crate) fn new(broker: Client, closed: CancellationToken) -> Self {
+    /// A handler answering from `broker` (its `view`, if not empty) until `closed` is cancelled.
+    pub(crate) fn new(broker: Client, view: String, closed: CancellationToken) -> Self {
         Self {
             broker,
+            view,
             closed,
             watching: Arc::default(),
             log_level: Arc::default(),
@@ -267,8 +270,9 @@ impl ServerHandler for StdioFace {
             return;
         }
         let (broker, closed, peer) = (self.broker.clone(), self.closed.clone(), context.peer);
+        let view = self.view.clone();
         tokio::spawn(async move {
-            let following = watch::follow(broker, |stale| mcp_lists::announce(&peer, stale));
+            let following = watch::follow(broker, &view, |stale| mcp_lists::announce(&peer, stale));
             tokio::select! {
                 () = following => {}
                 () = closed.cancelled() => {}
@@ -293,7 +297,7 @@ impl ServerHandler for StdioFace {
     /// `subscriptions/listen` request instead.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let sink = subscription.sink();
-        let following = watch::follow(self.broker.clone(), |stale| {
+        let following = watch::follow(self.broker.clone(), &self.view, |stale| {
             mcp_lists::announce(sink, stale)
         });
         tokio::select! {
@@ -312,7 +316,10 @@ impl ServerHandler for StdioFace {
         let response = self
             .broker
             .clone()
-            .list_tools(proto::ListToolsRequest::default())
+            .list_tools(proto::ListToolsRequest {
+                view: self.view.clone(),
+                ..Default::default()
+            })
             .await
             .map_err(|status| convert::request_failure(status.code(), status.message()))?;
         let tools = response.into_inner().tools;

@@ -60,12 +60,17 @@ pub fn client_args(args: &McpStdioArgs) -> Result<ClientArgs, UsageError> {
     })
 }
 
-/// Connects to the broker and serves MCP on stdin/stdout until the client closes stdin.
-pub async fn serve(args: ClientArgs) -> anyhow::Result<()> {
+/// Connects to the broker and serves MCP on stdin/stdout (the tools of `view`, when not empty)
+/// until the client closes stdin.
+pub async fn serve(args: ClientArgs, view: String) -> anyhow::Result<()> {
     let mut broker = client::connect(&args).await?;
-    // One request first, so that a wrong address or token is said once, at start, where the
-    // client's log shows it, rather than as a failure of every request.
-    if let Err(status) = broker.list_tools(proto::ListToolsRequest::default()).await {
+    // One request first, so that a wrong address, token or view is said once, at start, where
+    // the client's log shows it, rather than as a failure of every request.
+    let first = proto::ListToolsRequest {
+        view: view.clone(),
+        ..Default::default()
+    };
+    if let Err(status) = broker.list_tools(first).await {
         let hint = match (status.code(), &args.token) {
             (tonic::Code::Unauthenticated, None) => " (the broker wants a token: --token-env)",
             (tonic::Code::Unauthenticated, Some(_)) => " (the token was refused)",
@@ -79,7 +84,7 @@ pub async fn serve(args: ClientArgs) -> anyhow::Result<()> {
         );
     }
     let closed = CancellationToken::new();
-    let face = StdioFace::new(broker, closed.clone());
+    let face = StdioFace::new(broker, view, closed.clone());
     tracing::info!(broker = %args.addr, "serving MCP on stdio");
     let running = match face.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,

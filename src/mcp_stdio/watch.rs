@@ -29,7 +29,7 @@ enum Ended {
 
 /// Tells `notify` which lists changed, until it answers `false` (the client is gone). The
 /// caller stops it by dropping it.
-pub(super) async fn follow<F, Fut>(broker: Client, notify: F)
+pub(super) async fn follow<F, Fut>(broker: Client, view: &str, notify: F)
 where
     F: Fn(Stale) -> Fut,
     Fut: Future<Output = bool>,
@@ -37,7 +37,7 @@ where
     let mut attempt = 0u32;
     let mut reconnecting = false;
     loop {
-        match follow_once(broker.clone(), &notify, reconnecting).await {
+        match follow_once(broker.clone(), view, &notify, reconnecting).await {
             Ended::ClientGone => return,
             Ended::Broken { reason, followed } => {
                 if followed {
@@ -56,13 +56,22 @@ where
 /// Opens the stream and relays its events. After its snapshot, the lists are what the client
 /// would list now: nothing to announce, unless this is a reconnection, when changes made in
 /// the gap went unseen.
-async fn follow_once<F, Fut>(mut broker: Client, notify: &F, reconnecting: bool) -> Ended
+async fn follow_once<F, Fut>(
+    mut broker: Client,
+    view: &str,
+    notify: &F,
+    reconnecting: bool,
+) -> Ended
 where
     F: Fn(Stale) -> Fut,
     Fut: Future<Output = bool>,
 {
     let broken = |reason: String, followed| Ended::Broken { reason, followed };
-    let mut stream = match broker.watch(proto::WatchRequest::default()).await {
+    let request = proto::WatchRequest {
+        view: view.to_owned(),
+        ..Default::default()
+    };
+    let mut stream = match broker.watch(request).await {
         Ok(response) => response.into_inner(),
         Err(status) => return broken(format!("{status:?}"), false),
     };
