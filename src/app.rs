@@ -282,6 +282,8 @@ impl Serving {
             tokio::select! {
                 biased;
                 signal = &mut shutdown => {
+                    // New calls are refused from before the line that says so.
+                    self.shutdown.cancel();
                     tracing::info!(signal, "shutting down");
                     break;
                 }
