@@ -95,8 +95,6 @@ struct Inner {
     /// How many subscribers each (server, URI) has: subscribed upstream from the first,
     /// unsubscribed after the last.
     subscribers: Mutex<HashMap<(ServerName, String), usize>>,
-    /// The views, published anew when a reload changes them.
-    views: watch::Sender<Arc<Views>>,
 }
 
 /// A server said one of its resources changed.
@@ -140,7 +138,6 @@ impl Broker {
                 watchers: AtomicUsize::new(0),
                 updates,
                 subscribers: Mutex::default(),
-                views: watch::Sender::new(Arc::default()),
             }),
         }
     }
@@ -188,25 +185,17 @@ impl Broker {
     }
 
     /// Enforces `config`'s call rates and serves its views from now on; a rate that did not
-    /// change keeps its state.
+    /// change keeps its state, and new views are announced with a `Views` event.
     pub fn set_rules(&self, config: &Config) {
         self.update(|state| {
             state.rates = Arc::new(RateLimits::new(config, Some(&state.rates)));
-            state.views = Arc::new(Views::new(&config.views));
-            Outcome::default()
+            let views = Views::new(&config.views);
+            if *state.views == views {
+                return Outcome::default();
+            }
+            state.views = Arc::new(views);
+            state.catalog.views_changed()
         });
-        let views = self.snapshot().views.clone();
-        self.inner.views.send_if_modified(|current| {
-            let changed = **current != *views;
-            *current = views;
-            changed
-        });
-    }
-
-    /// A receiver that sees the views each time a reload changes them (for Watch streams and
-    /// MCP face sessions of a view).
-    pub fn views(&self) -> watch::Receiver<Arc<Views>> {
-        self.inner.views.subscribe()
     }
 
     /// How many Watch streams are open.

@@ -376,6 +376,25 @@ async fn a_reload_reshapes_tools_and_views_without_restarting_sessions() {
     assert_eq!(ended.code(), Code::NotFound, "{ended:?}");
 
     assert_eq!(broker.text("sum", r#"{"a": 41}"#).await, "42");
+
+    // The views alone redefined: a fresh snapshot, its revision above the last (the helper
+    // checks that revisions increase).
+    let views_only = Config::new()
+        .top("views", json!({"math": ["sum", "echo"]}))
+        .server(demo("demo").set(
+            "tools",
+            json!([
+                {"name": "add", "as": "sum", "description": "New words.", "arguments": {"b": 1}},
+                "echo",
+            ]),
+        ));
+    broker.rewrite_config(&views_only.text());
+    let snapshot = loop {
+        if let Some(Event::Snapshot(snapshot)) = math.next().await.event {
+            break snapshot;
+        }
+    };
+    assert_eq!(names(&snapshot.tools), ["echo", "sum"]);
     assert_eq!(
         common::children(broker.pid()),
         pid_before,

@@ -35,24 +35,22 @@ impl Views {
         self.written.get(name).map(Vec::as_slice)
     }
 
-    /// Whether a view called `name` exists.
-    pub fn contains(&self, name: &str) -> bool {
-        self.compiled.contains_key(name)
-    }
-
     /// The view called `name`; NOT_FOUND naming the views there are when none is.
     pub fn get(&self, name: &str) -> Result<&Patterns, RequestError> {
-        self.compiled
-            .get(name)
-            .ok_or_else(|| RequestError::UnknownView {
-                name: name.to_owned(),
-                known: if self.compiled.is_empty() {
-                    "the broker's configuration defines no views".to_owned()
-                } else {
-                    let names: Vec<&str> = self.compiled.keys().map(String::as_str).collect();
-                    format!("the views are: {}", names.join(", "))
-                },
-            })
+        self.compiled.get(name).ok_or_else(|| self.unknown(name))
+    }
+
+    /// The refusal of a view that does not exist, naming the views there are.
+    pub fn unknown(&self, name: &str) -> RequestError {
+        RequestError::UnknownView {
+            name: name.to_owned(),
+            known: if self.compiled.is_empty() {
+                "the broker's configuration defines no views".to_owned()
+            } else {
+                let names: Vec<&str> = self.compiled.keys().map(String::as_str).collect();
+                format!("the views are: {}", names.join(", "))
+            },
+        }
     }
 
     /// The view asked for by a request field: none when the field is empty.

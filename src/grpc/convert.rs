@@ -96,27 +96,30 @@ fn timestamp(time: SystemTime) -> prost_types::Timestamp {
     }
 }
 
-/// A catalog event as a Watch event.
+/// A catalog event as a Watch event (none for a `Views` event, which streams act on).
 pub fn watch_event(event: &Event) -> proto::WatchEvent {
     let event_kind = match &event.change {
-        Change::Tools(server, change) => {
-            proto::watch_event::Event::ToolsChanged(tools_changed(server, change))
-        }
-        Change::Server(view) => proto::watch_event::Event::ServerStatus(server_status(view, 0)),
-        Change::Resources(server) => {
-            proto::watch_event::Event::ResourcesChanged(proto::ResourcesChanged {
+        Change::Views => None,
+        Change::Tools(server, change) => Some(proto::watch_event::Event::ToolsChanged(
+            tools_changed(server, change),
+        )),
+        Change::Server(view) => Some(proto::watch_event::Event::ServerStatus(server_status(
+            view, 0,
+        ))),
+        Change::Resources(server) => Some(proto::watch_event::Event::ResourcesChanged(
+            proto::ResourcesChanged {
                 server: server.to_string(),
-            })
-        }
-        Change::Prompts(server) => {
-            proto::watch_event::Event::PromptsChanged(proto::PromptsChanged {
+            },
+        )),
+        Change::Prompts(server) => Some(proto::watch_event::Event::PromptsChanged(
+            proto::PromptsChanged {
                 server: server.to_string(),
-            })
-        }
+            },
+        )),
     };
     proto::WatchEvent {
         revision: event.revision,
-        event: Some(event_kind),
+        event: event_kind,
     }
 }
 

@@ -51,7 +51,7 @@ impl Visibility {
         self.view.as_ref().map(|(name, _)| name.as_str())
     }
 
-    /// The same request under the view's new definition.
+    /// The same request under its view's new definition.
     pub fn set_view(&mut self, patterns: Patterns) {
         if let Some((_, current)) = &mut self.view {
             *current = patterns;
@@ -81,9 +81,10 @@ impl Visibility {
             && self.caller.may_use(name)
     }
 
-    /// A catalog event as this request may see it, if it may see any of it.
+    /// A catalog event as this request may see it, if it may see any of it (a `Views` event
+    /// is the stream's to act on, not to pass on).
     pub fn event(&self, event: &Event) -> Option<proto::WatchEvent> {
-        if !self.server(event.server().as_str()) {
+        if !self.server(event.server()?.as_str()) {
             return None;
         }
         if let Change::Resources(server) = &event.change

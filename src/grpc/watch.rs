@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{
-    broadcast::{self, error::RecvError},
-    watch,
-};
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
@@ -16,7 +13,10 @@ use super::{
 use crate::{
     auth::Caller,
     broker::{Broker, Snapshot, WatcherGuard},
-    domain::{catalog::Event, grants::Patterns, request_error::RequestError, views::Views},
+    domain::{
+        catalog::{Change, Event},
+        request_error::RequestError,
+    },
     proto,
 };
 
@@ -39,8 +39,8 @@ pub struct Watcher {
     events: broadcast::Receiver<Arc<Event>>,
     visibility: Visibility,
     seen: u64,
-    /// For a stream of a view: follows a reload's change of its definition.
-    view: Option<ViewFollower>,
+    /// For a stream of a view: its definition as the stream last sent it.
+    view: Option<Vec<String>>,
     /// Ended by an error: nothing more is sent.
     ended: bool,
     /// Counts this stream while tonic holds it: a client that goes away drops it.
@@ -56,16 +56,11 @@ impl Watcher {
         view: String,
         caller: Caller,
     ) -> Result<(proto::WatchEvent, Self), RequestError> {
-        // Subscribed first: a reload between here and the snapshot is seen as a change.
-        let mut views = feed.broker.views();
-        views.mark_unchanged();
         let (snapshot, events, guard) = feed.broker.subscribe();
         let visibility = Visibility::new(servers, view, caller, &snapshot)?;
-        let view = visibility.view_name().map(|name| ViewFollower {
-            views,
-            name: name.to_owned(),
-            written: snapshot.views.written(name).unwrap_or_default().to_vec(),
-        });
+        let view = visibility
+            .view_name()
+            .map(|name| snapshot.views.written(name).unwrap_or_default().to_vec());
         let first = feed
             .limit
             .check(snapshot_event(&feed.tools, &snapshot, &visibility))?;
@@ -90,27 +85,15 @@ impl Watcher {
             let received = tokio::select! {
                 biased;
                 _ = self.feed.shutdown.cancelled() => return None,
-                redefined = redefined(&mut self.view) => {
-                    return match redefined {
-                        Ok(patterns) => {
-                            tracing::debug!("a Watch stream's view was redefined; a fresh snapshot");
-                            self.visibility.set_view(patterns);
-                            let snapshot = self.feed.broker.snapshot();
-                            self.seen = snapshot.catalog.revision();
-                            let event =
-                                snapshot_event(&self.feed.tools, &snapshot, &self.visibility);
-                            Some((self.checked(event), self))
-                        }
-                        Err(gone) => {
-                            self.ended = true;
-                            Some((Err(to_status(&gone)), self))
-                        }
-                    };
-                }
                 received = self.events.recv() => received,
             };
             match received {
                 Ok(event) if event.revision <= self.seen => continue,
+                Ok(event) if matches!(event.change, Change::Views) => {
+                    if let Some(next) = self.view_redefined() {
+                        return Some((next, self));
+                    }
+                }
                 Ok(event) => {
                     self.seen = event.revision;
                     if let Some(visible) = self.visibility.event(&event) {
@@ -119,56 +102,60 @@ impl Watcher {
                 }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "a watcher fell behind; sending a fresh snapshot");
+                    // What it missed may have redefined its view.
                     let snapshot = self.feed.broker.snapshot();
-                    self.seen = snapshot.catalog.revision();
-                    let event = snapshot_event(&self.feed.tools, &snapshot, &self.visibility);
-                    return Some((self.checked(event), self));
+                    let next = match self.adopt_view(&snapshot) {
+                        Ok(_) => self.fresh(&snapshot),
+                        Err(gone) => Err(gone),
+                    };
+                    return Some((next, self));
                 }
                 Err(RecvError::Closed) => return None,
             }
         }
     }
 
-    fn checked(&self, event: proto::WatchEvent) -> Result<proto::WatchEvent, Status> {
-        self.feed.limit.check(event).map_err(|e| to_status(&e))
-    }
-}
-
-/// Follows a reload's changes of the view a stream asked for.
-struct ViewFollower {
-    views: watch::Receiver<Arc<Views>>,
-    name: String,
-    /// Its definition as the stream last saw it.
-    written: Vec<String>,
-}
-
-impl ViewFollower {
-    /// The view's new patterns when a reload redefines it, or the error to end the stream
-    /// with when a reload removes it.
-    async fn redefined(&mut self) -> Result<Patterns, RequestError> {
-        loop {
-            if self.views.changed().await.is_err() {
-                // The broker is gone; shutdown ends the stream.
-                return std::future::pending().await;
-            }
-            let views = self.views.borrow_and_update().clone();
-            match views.written(&self.name) {
-                Some(written) if written == self.written => continue,
-                Some(written) => {
-                    self.written = written.to_vec();
-                    return views.get(&self.name).cloned();
-                }
-                None => return Err(views.get(&self.name).unwrap_err()),
-            }
+    /// After a reload redefined the views: for a stream whose view changed, a fresh snapshot
+    /// (its revision is at least the `Views` event's), or NOT_FOUND ending the stream when its
+    /// view is gone; nothing for the others.
+    fn view_redefined(&mut self) -> Option<Result<proto::WatchEvent, Status>> {
+        let snapshot = self.feed.broker.snapshot();
+        match self.adopt_view(&snapshot) {
+            Ok(false) => None,
+            Ok(true) => Some(self.fresh(&snapshot)),
+            Err(gone) => Some(Err(gone)),
         }
     }
-}
 
-/// [`ViewFollower::redefined`], or never for a stream of no view.
-async fn redefined(follower: &mut Option<ViewFollower>) -> Result<Patterns, RequestError> {
-    match follower {
-        Some(follower) => follower.redefined().await,
-        None => std::future::pending().await,
+    /// Takes the stream's view as `snapshot` defines it: whether that changed it, or the
+    /// status that ends the stream when the view is gone.
+    fn adopt_view(&mut self, snapshot: &Snapshot) -> Result<bool, Status> {
+        let Some(name) = self.visibility.view_name().map(str::to_owned) else {
+            return Ok(false);
+        };
+        let Some(written) = snapshot.views.written(&name) else {
+            self.ended = true;
+            return Err(to_status(&snapshot.views.unknown(&name)));
+        };
+        if self.view.as_deref() == Some(written) {
+            return Ok(false);
+        }
+        tracing::debug!(view = %name, "a Watch stream's view was redefined");
+        self.view = Some(written.to_vec());
+        if let Ok(patterns) = snapshot.views.get(&name) {
+            self.visibility.set_view(patterns.clone());
+        }
+        Ok(true)
+    }
+
+    /// A fresh snapshot event of `snapshot`, from which the stream goes on.
+    fn fresh(&mut self, snapshot: &Snapshot) -> Result<proto::WatchEvent, Status> {
+        self.seen = snapshot.catalog.revision();
+        self.checked(snapshot_event(&self.feed.tools, snapshot, &self.visibility))
+    }
+
+    fn checked(&self, event: proto::WatchEvent) -> Result<proto::WatchEvent, Status> {
+        self.feed.limit.check(event).map_err(|e| to_status(&e))
     }
 }
 

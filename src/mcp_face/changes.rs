@@ -30,6 +30,8 @@ pub fn add(stale: &mut Stale, event: &Event, caller: &Caller) {
         }
         Change::Resources(server) => stale.resources |= caller.may_read(server.as_str()),
         Change::Prompts(_) => stale.prompts = true,
+        // Acted on by `follow`, which knows the view its client came through.
+        Change::Views => {}
         // A server's state alone changes no list: its tools come and go as Tools events.
         Change::Server(_) => {}
     }
@@ -52,19 +54,21 @@ pub async fn follow<F, Fut>(
     Fut: Future<Output = bool>,
 {
     let mut events = broker.events();
-    let mut views = broker.views();
-    views.mark_unchanged();
     let mut caller = asker.caller(&broker.snapshot().views);
-    let through_view = asker.view.is_some();
+    // A reload's new views: the client's view may show other tools now.
+    let mut apply = |stale: &mut Stale, event: &Event| {
+        if !matches!(event.change, Change::Views) {
+            add(stale, event, &caller);
+        } else if asker.view.is_some() {
+            caller = asker.caller(&broker.snapshot().views);
+            stale.tools = true;
+        }
+    };
     let mut check = tokio::time::interval(GONE_CHECK);
     loop {
         let mut stale = Stale::default();
         tokio::select! {
             () = stop.cancelled() => return,
-            Ok(()) = views.changed(), if through_view => {
-                caller = asker.caller(&views.borrow_and_update());
-                stale.tools = true;
-            }
             _ = check.tick() => {
                 if gone() {
                     return;
@@ -72,7 +76,7 @@ pub async fn follow<F, Fut>(
                 continue;
             }
             received = events.recv() => match received {
-                Ok(event) => add(&mut stale, &event, &caller),
+                Ok(event) => apply(&mut stale, &event),
                 Err(RecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(RecvError::Closed) => return,
             },
@@ -80,7 +84,7 @@ pub async fn follow<F, Fut>(
         // The rest of a burst (a server coming back changes tools, resources and prompts).
         loop {
             match events.try_recv() {
-                Ok(event) => add(&mut stale, &event, &caller),
+                Ok(event) => apply(&mut stale, &event),
                 Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => stale = Stale::ALL,
                 Err(_) => break,
             }

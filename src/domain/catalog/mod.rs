@@ -101,6 +101,9 @@ pub enum Change {
     Resources(ServerName),
     /// The prompts callers see of a server changed.
     Prompts(ServerName),
+    /// A reload redefined the views (what they are now is the broker's to say): a reader of
+    /// a view reads its tools again.
+    Views,
 }
 
 /// A change with the revision the catalog reached by it.
@@ -113,12 +116,13 @@ pub struct Event {
 }
 
 impl Event {
-    /// The server this event is about.
-    pub fn server(&self) -> &ServerName {
+    /// The server this event is about, if it is about one.
+    pub fn server(&self) -> Option<&ServerName> {
         match &self.change {
-            Change::Tools(server, _) => server,
-            Change::Server(view) => &view.name,
-            Change::Resources(server) | Change::Prompts(server) => server,
+            Change::Tools(server, _) => Some(server),
+            Change::Server(view) => Some(&view.name),
+            Change::Resources(server) | Change::Prompts(server) => Some(server),
+            Change::Views => None,
         }
     }
 }
@@ -296,6 +300,15 @@ impl Catalog {
         }
         let removed: Vec<ServerView> = old.into_iter().map(|entry| entry.view).collect();
         self.rebuild_dropping(&removed)
+    }
+
+    /// Says that a reload redefined the views: one [`Change::Views`] event, in order with the
+    /// others, so that readers of a view see its new tools as of a revision.
+    pub fn views_changed(&mut self) -> Outcome {
+        Outcome {
+            events: vec![self.event(Change::Views)],
+            warnings: Vec::new(),
+        }
     }
 
     /// Recomputes the exposed set and every view, and turns the differences into events.
