@@ -342,15 +342,19 @@ async fn a_reload_reshapes_tools_and_views_without_restarting_sessions() {
     let mut gone = watch_view("gone").await;
     gone.snapshot().await;
 
-    let after = Config::new()
-        .top("views", json!({"math": ["add", "sum", "mul*"]}))
-        .server(demo("demo").set(
+    // `add` renamed, reworded, `b` fixed.
+    let reshaped = || {
+        demo("demo").set(
             "tools",
             json!([
                 {"name": "add", "as": "sum", "description": "New words.", "arguments": {"b": 1}},
                 "echo",
             ]),
-        ));
+        )
+    };
+    let after = Config::new()
+        .top("views", json!({"math": ["add", "sum", "mul*"]}))
+        .server(reshaped());
     broker.rewrite_config(&after.text());
     // The view's stream: the rename arrives as a change, the redefinition as a fresh snapshot
     // (in either order).
@@ -381,13 +385,7 @@ async fn a_reload_reshapes_tools_and_views_without_restarting_sessions() {
     // checks that revisions increase).
     let views_only = Config::new()
         .top("views", json!({"math": ["sum", "echo"]}))
-        .server(demo("demo").set(
-            "tools",
-            json!([
-                {"name": "add", "as": "sum", "description": "New words.", "arguments": {"b": 1}},
-                "echo",
-            ]),
-        ));
+        .server(reshaped());
     broker.rewrite_config(&views_only.text());
     let snapshot = loop {
         if let Some(Event::Snapshot(snapshot)) = math.next().await.event {
