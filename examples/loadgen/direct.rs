@@ -21,8 +21,15 @@ pub struct Direct {
 impl Direct {
     /// Starts `toolbroker demo-server` (with `args`) as a child and initializes a session.
     pub async fn start(args: &[&str]) -> anyhow::Result<Self> {
-        let mut command = tokio::process::Command::new(toolbroker_bin()?);
-        command.arg("demo-server").args(args);
+        let mut all = vec!["demo-server"];
+        all.extend_from_slice(args);
+        Self::start_program(&toolbroker_bin()?, &all).await
+    }
+
+    /// Starts `program` with `args` as a child MCP server over stdio and initializes a session.
+    pub async fn start_program(program: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
+        let mut command = tokio::process::Command::new(program);
+        command.args(args);
         let (transport, _stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::null())
             .spawn()?;

@@ -6,7 +6,8 @@
 //! ```
 //! Scenarios (each alone, or `all`):
 //! - `calls`: CallTool `echo` at concurrency 1, 16, 64, beside an rmcp client calling the same
-//!   demo server directly over stdio;
+//!   server directly over stdio: the demo server, then the benchmark's own fast echo server
+//!   (`loadgen echo-server`, rmcp with async pipes and one tool);
 //! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`;
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
 //! - `startup`: time from process start to the port accepting, and idle RSS;
@@ -32,6 +33,7 @@ mod broker;
 mod calls;
 mod collector;
 mod direct;
+mod echo_server;
 mod face;
 mod fanout;
 mod guards;
@@ -62,6 +64,9 @@ pub struct Plan {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("echo-server") {
+        return echo_server::serve().await;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let seconds: f64 =
         flag(&args, "--seconds").map_or(Ok(if quick { 0.5 } else { 5.0 }), |s| s.parse())?;
@@ -160,26 +165,58 @@ pub fn hello() -> Map<String, Value> {
     arguments
 }
 
-/// CallTool `echo` through the broker beside the same calls made directly, at each concurrency.
+/// The servers `calls` measures: the demo server, and the benchmark's own echo server.
+fn call_servers() -> anyhow::Result<[(&'static str, std::path::PathBuf, Vec<&'static str>); 2]> {
+    Ok([
+        (
+            "demo server",
+            broker::toolbroker_bin()?,
+            vec!["demo-server"],
+        ),
+        (
+            "fast echo server",
+            std::env::current_exe()?,
+            vec!["echo-server"],
+        ),
+    ])
+}
+
+/// CallTool `echo` through the broker beside the same calls made directly, at each concurrency,
+/// on each server.
 async fn calls_vs_direct(plan: Plan) -> anyhow::Result<()> {
-    println!("\n## CallTool echo: broker vs direct rmcp client (demo server over stdio)");
-    for concurrency in [1, 16, 64] {
-        let direct = direct::Direct::start(&[]).await?;
-        let baseline = direct
-            .load("echo", hello(), concurrency, plan.warmup, plan.duration)
-            .await?;
-        direct.stop().await?;
-        let broker = broker::BrokerProcess::start(&demo_config(&[], "")?, &[]).await?;
-        let through = broker.echo_load(concurrency, plan).await?;
-        println!("{}", baseline.row(&format!("c={concurrency} direct")));
-        println!("{}", through.row(&format!("c={concurrency} broker")));
-        println!(
-            "c={concurrency} broker/direct: throughput {:.2}x, p50 {:+.3} ms, p99 {:+.3} ms, broker cpu/call {:.1} µs",
-            through.rate() / baseline.rate(),
-            through.ms(0.5) - baseline.ms(0.5),
-            through.ms(0.99) - baseline.ms(0.99),
-            through.cpu_per_call_us().unwrap_or(f64::NAN),
-        );
+    for (label, program, args) in call_servers()? {
+        println!("\n## CallTool echo: broker vs direct rmcp client ({label} over stdio)");
+        for concurrency in [1, 16, 64] {
+            calls_at(plan, concurrency, &program, &args).await?;
+        }
     }
+    Ok(())
+}
+
+/// One concurrency of [`calls_vs_direct`].
+async fn calls_at(
+    plan: Plan,
+    concurrency: usize,
+    program: &std::path::Path,
+    args: &[&str],
+) -> anyhow::Result<()> {
+    let direct = direct::Direct::start_program(program, args).await?;
+    let baseline = direct
+        .load("echo", hello(), concurrency, plan.warmup, plan.duration)
+        .await?;
+    direct.stop().await?;
+    let config =
+        format!("servers:\n  - name: demo\n    command: {program:?}\n    args: {args:?}\n");
+    let broker = broker::BrokerProcess::start(&config, &[]).await?;
+    let through = broker.echo_load(concurrency, plan).await?;
+    println!("{}", baseline.row(&format!("c={concurrency} direct")));
+    println!("{}", through.row(&format!("c={concurrency} broker")));
+    println!(
+        "c={concurrency} broker/direct: throughput {:.2}x, p50 {:+.3} ms, p99 {:+.3} ms, broker cpu/call {:.1} µs",
+        through.rate() / baseline.rate(),
+        through.ms(0.5) - baseline.ms(0.5),
+        through.ms(0.99) - baseline.ms(0.99),
+        through.cpu_per_call_us().unwrap_or(f64::NAN),
+    );
     Ok(())
 }
