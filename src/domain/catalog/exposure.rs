@@ -50,7 +50,7 @@ fn expose_server(
     notes: &mut Notes,
 ) {
     let policy = &entry.policy;
-    for spec in &entry.offered {
+    for (index, spec) in entry.offered.iter().enumerate() {
         let Some(rule) = policy.rule(spec.original.as_str()) else {
             continue;
         };
@@ -80,11 +80,9 @@ fn expose_server(
                 spec.original.as_str()
             ));
         }
-        let spec = if rule.reshapes() {
-            Arc::new(rule.reshape(spec))
-        } else {
-            spec.clone()
-        };
+        let spec = entry.reshaped[index]
+            .clone()
+            .unwrap_or_else(|| spec.clone());
         let tool = ExposedTool {
             name: name.clone(),
             server: policy.name.clone(),

@@ -141,6 +141,9 @@ struct Entry {
     policy: ServerPolicy,
     condition: ServerCondition,
     offered: Vec<Arc<ToolSpec>>,
+    /// For each offered tool, as callers see it when its rule reshapes it: derived when the
+    /// tools or the policy change, not at every rebuild, so that its compiled validator lasts.
+    reshaped: Vec<Option<Arc<ToolSpec>>>,
     view: ServerView,
     warnings: Vec<String>,
     /// Its resources and templates, as last listed.
@@ -154,6 +157,18 @@ struct Entry {
 }
 
 impl Entry {
+    /// Derives `reshaped` from the offered tools and the policy's rules.
+    fn reshape(&mut self) {
+        self.reshaped = self
+            .offered
+            .iter()
+            .map(|spec| {
+                let rule = self.policy.rule(spec.original.as_str())?;
+                rule.reshapes().then(|| Arc::new(rule.reshape(spec)))
+            })
+            .collect();
+    }
+
     fn new(policy: ServerPolicy, condition: ServerCondition) -> Self {
         Entry {
             view: ServerView {
@@ -165,6 +180,7 @@ impl Entry {
             policy,
             condition,
             offered: Vec::new(),
+            reshaped: Vec::new(),
             warnings: Vec::new(),
             resources: Arc::default(),
             shown_resources: Arc::default(),
@@ -270,7 +286,10 @@ impl Catalog {
         };
         match update {
             Update::Condition(_, condition) => entry.condition = condition,
-            Update::Tools(_, tools) => entry.offered = tools.into_iter().map(Arc::new).collect(),
+            Update::Tools(_, tools) => {
+                entry.offered = tools.into_iter().map(Arc::new).collect();
+                entry.reshape();
+            }
             Update::Resources(_, resources) => entry.resources = Arc::new(resources),
             Update::Prompts(_, prompts) => {
                 entry.prompts = prompts.into_iter().map(Arc::new).collect();
@@ -288,7 +307,10 @@ impl Catalog {
             let entry = match old.iter().position(|e| e.policy.name == policy.name) {
                 Some(index) => {
                     let mut entry = old.remove(index);
-                    entry.policy = policy;
+                    if entry.policy != policy {
+                        entry.policy = policy;
+                        entry.reshape();
+                    }
                     entry
                 }
                 None => Entry {
