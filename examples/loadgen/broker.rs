@@ -21,8 +21,12 @@ pub struct BrokerProcess {
     _dir: tempfile::TempDir,
 }
 
-/// The toolbroker binary built alongside this example.
+/// The toolbroker binary built alongside this example, or the one `LOADGEN_BROKER_BIN` names
+/// (to compare two builds of the broker with one load generator).
 pub fn toolbroker_bin() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(bin) = std::env::var_os("LOADGEN_BROKER_BIN") {
+        return Ok(bin.into());
+    }
     let exe = std::env::current_exe()?;
     exe.parent()
         .and_then(|examples| examples.parent())
@@ -48,6 +52,7 @@ impl BrokerProcess {
             ])
             .arg(&path)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .envs(std::env::var("LOADGEN_BROKER_WORKERS").map(|n| ("TOKIO_WORKER_THREADS", n)))
             .env(
                 "RUST_LOG",
                 "warn,toolbroker::app=info,toolbroker::health=info",
@@ -107,12 +112,28 @@ impl BrokerProcess {
         concurrency: usize,
         plan: Plan,
     ) -> anyhow::Result<Figures> {
+        self.checked_load(request, None, concurrency, plan).await
+    }
+
+    /// Closed-loop CallTool `request`, every reply checked: no tool error, and the text
+    /// `expected` when one is given.
+    async fn checked_load(
+        &self,
+        request: CallToolRequest,
+        expected: Option<&'static str>,
+        concurrency: usize,
+        plan: Plan,
+    ) -> anyhow::Result<Figures> {
         let client = self.client().await?;
         let call = move || {
             let mut client = client.clone();
             let request = request.clone();
             async move {
-                client.call_tool(request).await?;
+                let reply = client.call_tool(request).await?.into_inner();
+                anyhow::ensure!(!reply.is_error, "the call failed: {reply:?}");
+                if let Some(text) = expected {
+                    anyhow::ensure!(reply.text == text, "wrong answer: {reply:?}");
+                }
                 anyhow::Ok(())
             }
         };
@@ -130,22 +151,29 @@ impl BrokerProcess {
         F: Fn() -> Fut + Clone + Send + 'static,
         Fut: Future<Output = anyhow::Result<()>> + Send,
     {
-        let cpu_before = self.cpu()?;
+        // CPU over the measured window only, as the calls are counted: read when the warm-up
+        // ends and again when the workers have stopped.
+        let pid = self.pid();
+        let warmup = plan.warmup;
+        let at_warm = tokio::spawn(async move {
+            tokio::time::sleep(warmup).await;
+            cpu_of(pid)
+        });
         let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
-        // CPU over warm-up and run, per measured call: slightly pessimistic, never flattering.
-        figures.broker_cpu = Some(self.cpu()? - cpu_before);
+        figures.broker_cpu = Some(self.cpu()? - at_warm.await??);
         figures.broker_rss_mib = Some(self.rss_mib()?);
         Ok(figures)
     }
 
-    /// [`Self::call_load`] of `echo {"message": "hello"}`.
+    /// [`Self::call_load`] of `echo {"message": "hello"}`, every answer checked to be "hello".
     pub async fn echo_load(&self, concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
         let request = CallToolRequest {
             name: "echo".into(),
             arguments_json: r#"{"message": "hello"}"#.into(),
             ..Default::default()
         };
-        self.call_load(request, concurrency, plan).await
+        self.checked_load(request, Some("hello"), concurrency, plan)
+            .await
     }
 
     /// Its process id.

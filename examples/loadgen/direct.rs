@@ -52,7 +52,8 @@ impl Direct {
             let peer = peer.clone();
             let params = CallToolRequestParams::new(tool).with_arguments(arguments.clone());
             async move {
-                peer.call_tool(params).await?;
+                let result = peer.call_tool(params).await?;
+                anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
                 anyhow::Ok(())
             }
         };

@@ -7,7 +7,8 @@
 //! Scenarios (each alone, or `all`):
 //! - `calls`: CallTool `echo` at concurrency 1, 16, 64, beside an rmcp client calling the same
 //!   server directly over stdio: the demo server, then the benchmark's own fast echo server
-//!   (`loadgen echo-server`, rmcp with async pipes and one tool);
+//!   (`loadgen echo-server`, rmcp with async pipes and one tool); `--server demo|fast` and
+//!   `--concurrency 1,64` narrow it;
 //! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`;
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
 //! - `startup`: time from process start to the port accepting, and idle RSS;
@@ -83,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
     ];
     if !known.contains(&scenario) {
         eprintln!(
-            "usage: loadgen {} [--seconds N] [--quick] [--mcp-proxy BIN]",
+            "usage: loadgen {} [--seconds N] [--quick] [--mcp-proxy BIN] [--server demo|fast] [--concurrency N,N]",
             known.join("|")
         );
         std::process::exit(2);
@@ -93,7 +94,15 @@ async fn main() -> anyhow::Result<()> {
         startup::run(plan).await?;
     }
     if all || scenario == "calls" {
-        calls_vs_direct(plan).await?;
+        let server = flag(&args, "--server").map(String::as_str);
+        let levels = match flag(&args, "--concurrency") {
+            Some(list) => list
+                .split(',')
+                .map(str::parse)
+                .collect::<Result<Vec<usize>, _>>()?,
+            None => vec![1, 16, 64],
+        };
+        calls_vs_direct(plan, server, &levels).await?;
     }
     if all || scenario == "list" {
         listing::run(plan).await?;
@@ -181,12 +190,15 @@ fn call_servers() -> anyhow::Result<[(&'static str, std::path::PathBuf, Vec<&'st
     ])
 }
 
-/// CallTool `echo` through the broker beside the same calls made directly, at each concurrency,
-/// on each server.
-async fn calls_vs_direct(plan: Plan) -> anyhow::Result<()> {
+/// CallTool `echo` through the broker beside the same calls made directly, at each of `levels`
+/// of concurrency, on each server (or only on the one whose label starts with `server`).
+async fn calls_vs_direct(plan: Plan, server: Option<&str>, levels: &[usize]) -> anyhow::Result<()> {
     for (label, program, args) in call_servers()? {
+        if server.is_some_and(|s| !label.starts_with(s)) {
+            continue;
+        }
         println!("\n## CallTool echo: broker vs direct rmcp client ({label} over stdio)");
-        for concurrency in [1, 16, 64] {
+        for &concurrency in levels {
             calls_at(plan, concurrency, &program, &args).await?;
         }
     }
