@@ -24,6 +24,7 @@ use super::{
     interactions::Interactions,
     oauth::{Authorizer, Bearer},
     offers_list::{self, Offers},
+    pipe_transport::PipeTransport,
     process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
     session::Session,
     sse,
@@ -163,7 +164,7 @@ async fn start_stdio(
     let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)?;
     let (changes, interactions, handler) = parts(spec, purpose);
     let transport = Tapped::new(
-        IntoTransport::<RoleClient, std::io::Error, _>::into_transport((pipes.stdout, pipes.stdin)),
+        PipeTransport::new(pipes.stdout, pipes.stdin),
         interactions.clone(),
     );
     let startup = async {

@@ -3,6 +3,7 @@
 //! calls go through, and the port supervisors report through.
 
 mod balance;
+mod call_answers;
 mod classify;
 pub mod connect;
 mod detect;
@@ -18,6 +19,7 @@ mod link;
 pub mod oauth;
 mod offers_list;
 mod pages;
+mod pipe_transport;
 mod pool;
 mod process;
 mod reporter;

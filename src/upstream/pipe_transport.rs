@@ -1,0 +1,252 @@
+//! The transport to a stdio server: newline-delimited JSON-RPC over its pipes, as rmcp's
+//! `AsyncRwTransport`, with two differences that pay under load (docs/performance.md):
+//! - answers to `tools/call` are decoded by the method sent ([`call_answers`]); every other
+//!   line goes through rmcp's own codec, so what it accepts, skips or refuses is unchanged;
+//! - messages sent while a write is under way go out together in the next write, instead of
+//!   one write (and one wait for the writer's lock) each.
+//!
+//! Line length is bounded by the [`super::stdout_guard::StdoutGuard`] the reader comes through.
+
+use std::{
+    io,
+    sync::{Arc, Mutex},
+};
+
+use bytes::BytesMut;
+use rmcp::{
+    RoleClient,
+    model::ErrorData,
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::{Transport, async_rw::JsonRpcMessageCodec, async_rw::JsonRpcMessageCodecError},
+};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio_util::codec::Decoder as _;
+
+use super::call_answers::{CallIds, call_answer};
+
+/// Read buffer size: most answers fit in one read.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// A client transport over a server's stdout (`R`) and stdin (`W`).
+pub struct PipeTransport<R, W> {
+    read: BufReader<R>,
+    /// The line being read; a partial line survives a cancelled `receive`.
+    line: Vec<u8>,
+    codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleClient>>,
+    calls: CallIds,
+    writer: Arc<Writer<W>>,
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> PipeTransport<R, W> {
+    /// A transport reading `read` and writing `write`.
+    pub fn new(read: R, write: W) -> Self {
+        Self {
+            read: BufReader::with_capacity(READ_BUFFER, read),
+            line: Vec::new(),
+            codec: JsonRpcMessageCodec::default(),
+            calls: CallIds::default(),
+            writer: Arc::new(Writer {
+                queue: Mutex::new(Queue::default()),
+                pipe: tokio::sync::Mutex::new(Some(write)),
+            }),
+        }
+    }
+}
+
+impl<R, W> PipeTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// Reads up to the end of the next line, keeping what was read if cancelled.
+    async fn read_line(&mut self) -> io::Result<bool> {
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(false);
+            }
+            let (taken, ended) = match available.iter().position(|&b| b == b'\n') {
+                Some(index) => (index + 1, true),
+                None => (available.len(), false),
+            };
+            self.line.extend_from_slice(&available[..taken]);
+            self.read.consume(taken);
+            if ended {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The message in the line just read, decoded by rmcp's codec; `None` when the codec skips
+    /// it. A line that is JSON but no message is answered "Invalid Request", as rmcp does.
+    fn general(&mut self) -> Result<Option<RxJsonRpcMessage<RoleClient>>, ()> {
+        let mut line = BytesMut::from(self.line.as_slice());
+        match self.codec.decode(&mut line) {
+            Ok(message) => Ok(message),
+            Err(JsonRpcMessageCodecError::Serde(e)) => {
+                if matches!(
+                    e.classify(),
+                    serde_json::error::Category::Data | serde_json::error::Category::Io
+                ) {
+                    tracing::debug!("protocol error on an incoming message: {e}");
+                    let reply = TxJsonRpcMessage::<RoleClient>::error(
+                        ErrorData::invalid_request("Invalid request", None),
+                        None,
+                    );
+                    // Not awaited here: `receive` may be cancelled, and a write cut short
+                    // would corrupt the stream.
+                    if self.writer.queue(&reply).is_ok() {
+                        tokio::spawn(self.writer.clone().flush());
+                    }
+                } else {
+                    tracing::debug!("ignoring an unparsable incoming message: {e}");
+                }
+                Ok(None)
+            }
+            Err(e) => {
+                tracing::error!("error reading from the server: {e}");
+                Err(())
+            }
+        }
+    }
+}
+
+impl<R, W> Transport<RoleClient> for PipeTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.calls.sent(&item);
+        let queued = self.writer.queue(&item);
+        let writer = self.writer.clone();
+        async move {
+            queued?;
+            writer.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.read_line().await {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    tracing::error!("error reading from the server: {e}");
+                    return None;
+                }
+            }
+            let line = trim_line_end(&self.line);
+            if line.is_empty() {
+                self.line.clear();
+                continue;
+            }
+            let fast = if self.calls.is_empty() {
+                None
+            } else {
+                call_answer(line, &mut self.calls)
+            };
+            let message = match fast {
+                Some(message) => Ok(Some(message)),
+                None => self.general(),
+            };
+            self.line.clear();
+            match message {
+                Ok(Some(message)) => return Some(message),
+                Ok(None) => continue,
+                Err(()) => return None,
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut pipe = self.writer.pipe.lock().await;
+        if let Some(mut pipe) = pipe.take() {
+            pipe.shutdown().await.ok();
+        }
+        Ok(())
+    }
+}
+
+/// `line` without its `\n` or `\r\n`.
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The write side: messages queued as bytes, written by whichever sender holds the pipe.
+struct Writer<W> {
+    queue: Mutex<Queue>,
+    /// `None` once closed.
+    pipe: tokio::sync::Mutex<Option<W>>,
+}
+
+/// Bytes waiting to be written, and the first write error, which every later send reports.
+#[derive(Default)]
+struct Queue {
+    bytes: Vec<u8>,
+    failed: Option<io::ErrorKind>,
+}
+
+impl<W: AsyncWrite + Unpin + Send> Writer<W> {
+    /// Appends `message` and its newline to the queue.
+    fn queue(&self, message: &TxJsonRpcMessage<RoleClient>) -> io::Result<()> {
+        let mut queue = self.queue.lock().expect("not poisoned");
+        if let Some(kind) = queue.failed {
+            return Err(io::Error::new(
+                kind,
+                "an earlier write to the server failed",
+            ));
+        }
+        let start = queue.bytes.len();
+        if let Err(e) = serde_json::to_writer(&mut queue.bytes, message) {
+            queue.bytes.truncate(start);
+            return Err(e.into());
+        }
+        queue.bytes.push(b'\n');
+        Ok(())
+    }
+
+    /// Writes everything queued, including what others queued meanwhile: a sender that finds
+    /// its message already written by another returns at once.
+    async fn flush(self: Arc<Self>) -> io::Result<()> {
+        let mut pipe = self.pipe.lock().await;
+        let Some(pipe) = pipe.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the transport is closed",
+            ));
+        };
+        let mut batch = Vec::new();
+        loop {
+            {
+                let mut queue = self.queue.lock().expect("not poisoned");
+                if let Some(kind) = queue.failed {
+                    return Err(io::Error::new(
+                        kind,
+                        "an earlier write to the server failed",
+                    ));
+                }
+                std::mem::swap(&mut batch, &mut queue.bytes);
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let written = async {
+                pipe.write_all(&batch).await?;
+                pipe.flush().await
+            }
+            .await;
+            if let Err(e) = written {
+                self.queue.lock().expect("not poisoned").failed = Some(e.kind());
+                return Err(e);
+            }
+            batch.clear();
+        }
+    }
+}
