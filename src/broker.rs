@@ -251,16 +251,17 @@ impl Broker {
                 deadline,
             )?,
         };
-        let result = upstream
-            .call(
-                &tool.spec.original,
-                arguments,
-                timing,
-                trace,
-                caller,
-                conversation,
-            )
-            .await?;
+        // Boxed: the call's future is kilobytes, and every future above this one (the RPC's,
+        // the MCP face's) would otherwise hold it and be copied with it.
+        let result = Box::pin(upstream.call(
+            &tool.spec.original,
+            arguments,
+            timing,
+            trace,
+            caller,
+            conversation,
+        ))
+        .await?;
         Ok(Called {
             server: tool.server.clone(),
             result,

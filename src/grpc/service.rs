@@ -49,23 +49,23 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
         observe("CallTool", async {
-            let Some(audit) = &self.audit else {
-                return self.call(request).await.map(Response::new).map_err(refused);
-            };
-            let draft = Draft::new(
-                request.get_ref(),
-                request.metadata(),
-                request.extensions(),
-                audit.with_arguments(),
-            );
-            let pending = Pending {
-                draft: Some(draft),
+            let pending = self.audit.as_ref().map(|audit| Pending {
+                draft: Some(Draft::new(
+                    request.get_ref(),
+                    request.metadata(),
+                    request.extensions(),
+                    audit.with_arguments(),
+                )),
                 audit,
                 broker: &self.broker,
-            };
+            });
+            // One await of the call, not one per branch: each would take its own room in
+            // this future, which is copied as it is boxed and polled.
             let result = self.call(request).await;
-            // Before the answer is sent.
-            pending.finish(&result);
+            if let Some(pending) = pending {
+                // Before the answer is sent.
+                pending.finish(&result);
+            }
             result.map(Response::new).map_err(refused)
         })
         .await

@@ -189,7 +189,8 @@ impl Upstream {
         let (_lease, owned);
         let replica = match &self.pool {
             Some(pool) => {
-                (_lease, owned) = pool.replica_for(caller).await?;
+                // Boxed: it may start a session, a large future only per-caller calls need.
+                (_lease, owned) = Box::pin(pool.replica_for(caller)).await?;
                 least_busy(std::slice::from_ref(&owned))
             }
             None => least_busy(&self.replicas),
@@ -244,16 +245,16 @@ impl Upstream {
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
         let registration = replica.interactions.begin(conversation);
-        let handle = replica
-            .peer
-            .send_request_with_option(request, options)
+        // rmcp's request futures are kilobytes: boxed, they are not copied at every await
+        // of every future above this one (docs/performance.md, "Large futures").
+        let handle = Box::pin(replica.peer.send_request_with_option(request, options))
             .await
             .map_err(|e| self.classify(replica, None, e))?;
         registration.sent(&handle.id, &handle.progress_token);
         span.record("jsonrpc.request.id", field::display(&handle.id));
         let id = handle.id.clone();
         let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
-        let response = handle.await_response();
+        let response = Box::pin(handle.await_response());
         let answer = match pulse {
             None => tokio::time::timeout(timing.timeout, response).await.ok(),
             Some(pulse) => pulse.within(timing, response).await,
