@@ -88,10 +88,13 @@ pub fn init(format: LogFormat, role: Role) -> Telemetry {
             .with_tracer(provider.tracer("toolbroker"))
             .with_filter(Targets::new().with_target("toolbroker", Level::INFO))
     });
-    tracing_subscriber::registry()
-        .with(logs.with_filter(filter))
-        .with(spans)
-        .init();
+    let subscriber = tracing_subscriber::registry().with(logs.with_filter(filter));
+    // Not `.with(spans)` with `None`: an absent layer counts as interested in everything, so
+    // every span would be built and recorded for nobody (docs/performance.md, "Spans").
+    match spans {
+        Some(spans) => subscriber.with(spans).init(),
+        None => subscriber.init(),
+    }
     opentelemetry::global::set_text_map_propagator(context::propagator());
     EXPORTING.store(provider.is_some(), Ordering::Relaxed);
     if let Some(error) = problem {
