@@ -25,7 +25,9 @@
 //!   rounds); `--mcp-proxy BIN` adds the crates.io `mcp-proxy` binary BIN in front of the same
 //!   server, for comparison;
 //! - `search`: SearchTools over 10,000 tools: the index build and the queries timed in process,
-//!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16.
+//!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16;
+//! - `soak`: CallTool `echo` at concurrency 32, each call its own message, the server
+//!   SIGKILLed every 2 s: fails on any wrong answer or hung call.
 //!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
@@ -43,6 +45,7 @@ mod per_caller;
 mod replicas;
 mod report;
 mod search;
+mod soak;
 mod startup;
 mod streaming;
 mod tracing_cost;
@@ -80,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
     let all = scenario == "all";
     let known = [
         "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
-        "stream", "face", "search",
+        "stream", "face", "search", "soak",
     ];
     if !known.contains(&scenario) {
         eprintln!(
@@ -127,6 +130,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "search" {
         search::run(plan).await?;
+    }
+    if all || scenario == "soak" {
+        soak::run(plan).await?;
     }
     if all || scenario == "face" {
         face::run(plan, flag(&args, "--mcp-proxy").map(String::as_str)).await?;
