@@ -29,6 +29,10 @@
 //! - `soak`: CallTool `echo` at concurrency 32, each call its own message, the server
 //!   SIGKILLed every 2 s: fails on any wrong answer or hung call.
 //!
+//! `LOADGEN_BROKER_BIN=PATH` runs another build of the broker (to compare two builds with one
+//! load generator); `LOADGEN_BROKER_WORKERS=N` starts the broker with `TOKIO_WORKER_THREADS=N`
+//! (its MCP servers inherit it too).
+//!
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
 

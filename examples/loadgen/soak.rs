@@ -41,8 +41,8 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         "\n## Soak: CallTool echo c={CONCURRENCY} for {seconds} s, the demo server SIGKILLed every {} s",
         KILL_EVERY.as_secs()
     );
-    let broker = BrokerProcess::start(&demo_config(&[], "    backoff_initial: 100ms\n")?, &[])
-        .await?;
+    let broker =
+        BrokerProcess::start(&demo_config(&[], "    backoff_initial: 100ms\n")?, &[]).await?;
     let client = broker.client().await?;
     let tally = Arc::new(Tally::default());
     let next = Arc::new(AtomicU64::new(0));
@@ -98,7 +98,9 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
          while the server restarted), {wrong} wrong answers, {hung} hung calls"
     );
     if wrong > 0 || hung > 0 || right == 0 || kills == 0 {
-        bail!("the soak failed: {wrong} wrong answers, {hung} hung calls, {right} right, {kills} kills");
+        bail!(
+            "the soak failed: {wrong} wrong answers, {hung} hung calls, {right} right, {kills} kills"
+        );
     }
     Ok(())
 }
@@ -108,7 +110,11 @@ fn children(pid: u32) -> anyhow::Result<Vec<u32>> {
     let mut all = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let listed = std::fs::read_to_string(task?.path().join("children")).unwrap_or_default();
-        all.extend(listed.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        all.extend(
+            listed
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
     }
     Ok(all)
 }
