@@ -27,6 +27,10 @@ use super::call_answers::{CallIds, call_answer};
 /// Read buffer size: most answers fit in one read.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// A line or write buffer grown past this by one large message is given back afterwards, so a
+/// session that once carried a 16 MiB result does not keep 16 MiB.
+const KEPT_CAPACITY: usize = 1024 * 1024;
+
 /// A client transport over a server's stdout (`R`) and stdin (`W`).
 pub struct PipeTransport<R, W> {
     read: BufReader<R>,
@@ -156,6 +160,9 @@ where
                 None => self.general(),
             };
             self.line.clear();
+            if self.line.capacity() > KEPT_CAPACITY {
+                self.line = Vec::new();
+            }
             match message {
                 Ok(Some(message)) => return Some(message),
                 Ok(None) => continue,
@@ -247,6 +254,107 @@ impl<W: AsyncWrite + Unpin + Send> Writer<W> {
                 return Err(e);
             }
             batch.clear();
+            if batch.capacity() > KEPT_CAPACITY {
+                batch = Vec::new();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcMessage, NumberOrString,
+        ServerResult,
+    };
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, duplex};
+
+    use super::*;
+
+    fn call(id: i64, text: &str) -> TxJsonRpcMessage<RoleClient> {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("message".into(), text.into());
+        JsonRpcMessage::request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new("echo").with_arguments(arguments),
+            )),
+            NumberOrString::Number(id),
+        )
+    }
+
+    #[tokio::test]
+    async fn calls_go_out_as_lines_and_their_answers_come_back_as_tool_results() {
+        let (ours, theirs) = duplex(1 << 20);
+        let (our_read, our_write) = tokio::io::split(ours);
+        let (their_read, mut their_write) = tokio::io::split(theirs);
+        let mut transport = PipeTransport::new(our_read, our_write);
+        // Two sends, flushed by one writer: both lines arrive, in order.
+        let first = transport.send(call(1, "a"));
+        let second = transport.send(call(2, "b"));
+        first.await.expect("written");
+        second.await.expect("written");
+        let mut lines = BufReader::new(their_read).lines();
+        for id in [1, 2] {
+            let line = lines.next_line().await.expect("read").expect("a line");
+            let sent: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            assert_eq!(sent["id"], id);
+            assert_eq!(sent["method"], "tools/call");
+        }
+        // A huge answer, then a small one after a blank line and with a CRLF, then a
+        // notification, which rmcp's codec decodes.
+        let big = "x".repeat(3 * KEPT_CAPACITY);
+        let answer = |id: i64, text: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#
+            )
+        };
+        let notification = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        let wire = format!(
+            "{}\n\n{}\r\n{notification}\n",
+            answer(2, &big),
+            answer(1, "a")
+        );
+        // Written meanwhile: it is larger than the pipe.
+        let server = tokio::spawn(async move {
+            their_write
+                .write_all(wire.as_bytes())
+                .await
+                .expect("written");
+            their_write
+        });
+        for (id, length) in [(2, big.len()), (1, 1)] {
+            let Some(JsonRpcMessage::Response(response)) = transport.receive().await else {
+                panic!("an answer");
+            };
+            assert_eq!(response.id, NumberOrString::Number(id));
+            let ServerResult::CallToolResult(result) = response.result else {
+                panic!("decoded as a tool result");
+            };
+            let text = result.content[0].as_text().expect("text");
+            assert_eq!(text.text.len(), length);
+        }
+        assert!(
+            transport.line.capacity() <= KEPT_CAPACITY,
+            "the huge line's buffer is given back"
+        );
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+        drop((server.await.expect("wrote"), lines));
+        assert!(transport.receive().await.is_none(), "the end of the stream");
+    }
+
+    #[tokio::test]
+    async fn a_closed_transport_refuses_to_send() {
+        let (ours, _theirs) = duplex(1024);
+        let (read, write) = tokio::io::split(ours);
+        let mut transport = PipeTransport::new(read, write);
+        transport.close().await.expect("closed");
+        let refused = transport.send(call(1, "a")).await;
+        assert_eq!(
+            refused.expect_err("closed").kind(),
+            io::ErrorKind::NotConnected
+        );
     }
 }
