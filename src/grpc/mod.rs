@@ -12,6 +12,7 @@ mod deadline;
 mod limit;
 pub mod observe;
 mod offers;
+mod pre_encoded;
 mod search;
 pub mod server;
 pub mod service;

@@ -12,7 +12,8 @@ use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
-    authenticate::Authenticated, broker_service::BrokerService, observe, status::to_status,
+    authenticate::Authenticated, broker_service::BrokerService, observe, pre_encoded::PassThrough,
+    status::to_status,
 };
 use crate::{
     auth::Gate,
@@ -73,7 +74,7 @@ pub async fn serve<H: Health>(
     let router = builder
         .trace_fn(observe::server_span)
         .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
-        .add_service(Authenticated::new(broker, gate.clone()))
+        .add_service(Authenticated::new(PassThrough::new(broker), gate.clone()))
         .add_service(parts.health)
         .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))
         .add_optional_service(v1alpha.map(|s| Authenticated::new(s, gate)));

@@ -10,7 +10,9 @@ use super::{
     call_audit::{Draft, Pending},
     call_stream, convert,
     observe::observe,
-    offers, search,
+    offers,
+    pre_encoded::PreEncoded,
+    search,
     visibility::Visibility,
     watch::Watcher,
 };
@@ -39,7 +41,13 @@ impl ToolBroker for Arc<BrokerService> {
             let response = cached
                 .encoded
                 .response(|i| everything || visibility.tool(&cached.tools[i]));
-            Ok(Response::new(self.limit.check(response).map_err(refused)?))
+            let response = self.limit.check(response).map_err(refused)?;
+            let chunks = response.encoded_chunks().map(<[_]>::to_vec);
+            let mut response = Response::new(response);
+            if let Some(chunks) = chunks {
+                response.extensions_mut().insert(PreEncoded(chunks));
+            }
+            Ok(response)
         })
         .await
     }

@@ -1,7 +1,8 @@
 //! `ListToolsResponse` with a second form: the bytes of an answer encoded once per catalog
 //! revision, sent as they are. Generated code uses this type in place of prost's (an
-//! `extern_path` in build.rs), so ListTools neither converts nor clones a tool per request:
-//! it concatenates the cached encodings of the tools the caller may see.
+//! `extern_path` in build.rs), so ListTools neither converts nor clones a tool per request: its
+//! answer is a few slices of the cached encoding (the runs of tools the caller may see), which
+//! the gRPC server sends without copying them (`grpc::pre_encoded`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::{
@@ -18,8 +19,16 @@ pub struct ListToolsResponse {
     pub tools: Vec<Tool>,
     /// The catalog revision these tools belong to.
     pub revision: u64,
-    /// When set, the encoded fields, written instead of `tools` and `revision`.
-    encoded: Option<Bytes>,
+    /// When set, the encoded fields, written instead of `tools` and `revision`: slices of
+    /// one cached encoding, in order.
+    encoded: Option<Vec<Bytes>>,
+}
+
+impl ListToolsResponse {
+    /// The encoded message in slices, when the answer was built pre-encoded.
+    pub fn encoded_chunks(&self) -> Option<&[Bytes]> {
+        self.encoded.as_deref()
+    }
 }
 
 const TOOLS: u32 = 1;
@@ -31,71 +40,81 @@ const REVISION: u32 = 2;
 pub struct EncodedTools {
     /// The answer with every tool and the revision: sent as it is to callers who see all.
     whole: Bytes,
-    /// Each tool's field, a slice of `whole` (no copy).
-    fields: Vec<Bytes>,
+    /// Where each tool's field ends in `whole` (it starts where the one before ends); the
+    /// revision field, if any, follows the last.
+    ends: Vec<usize>,
     revision: u64,
 }
 
 impl EncodedTools {
     /// Encodes each tool once.
     pub fn new(tools: &[Tool], revision: u64) -> Self {
-        let mut whole = BytesMut::new();
+        let size: usize = tools.iter().map(|t| t.encoded_len() + 8).sum();
+        let mut whole = BytesMut::with_capacity(size + 11);
         let mut ends = Vec::with_capacity(tools.len());
         for tool in tools {
-            let len = tool.encoded_len();
-            whole.reserve(len + 8);
             encode_key(TOOLS, WireType::LengthDelimited, &mut whole);
-            encode_varint(len as u64, &mut whole);
+            encode_varint(tool.encoded_len() as u64, &mut whole);
             tool.encode_raw(&mut whole);
             ends.push(whole.len());
         }
         if revision != 0 {
             uint64::encode(REVISION, &revision, &mut whole);
         }
-        let whole = whole.freeze();
-        let starts = std::iter::once(0).chain(ends.iter().copied());
-        let fields = starts
-            .zip(ends.iter().copied())
-            .map(|(a, b)| whole.slice(a..b))
-            .collect();
         Self {
-            whole,
-            fields,
+            whole: whole.freeze(),
+            ends,
             revision,
         }
     }
 
-    /// The answer holding the tools `keep` accepts (by index, in order).
+    /// The answer holding the tools `keep` accepts (by index, in order): slices of the
+    /// cached encoding, one per run of kept tools, never a copy.
     pub fn response(&self, mut keep: impl FnMut(usize) -> bool) -> ListToolsResponse {
-        let kept: Vec<&Bytes> = (0..self.fields.len())
-            .filter(|&i| keep(i))
-            .map(|i| &self.fields[i])
-            .collect();
-        let encoded = if kept.len() == self.fields.len() {
-            self.whole.clone()
-        } else {
-            let size = kept.iter().map(|f| f.len()).sum::<usize>() + 11;
-            let mut encoded = BytesMut::with_capacity(size);
-            for field in kept {
-                encoded.put_slice(field);
+        let mut runs = Runs::default();
+        let mut start = 0;
+        for (i, &end) in self.ends.iter().enumerate() {
+            if keep(i) {
+                runs.add(start, end);
             }
-            if self.revision != 0 {
-                uint64::encode(REVISION, &self.revision, &mut encoded);
-            }
-            encoded.freeze()
-        };
+            start = end;
+        }
+        // The revision field.
+        runs.add(start, self.whole.len());
         ListToolsResponse {
             tools: Vec::new(),
             revision: self.revision,
-            encoded: Some(encoded),
+            encoded: Some(runs.slices(&self.whole)),
         }
+    }
+}
+
+/// Byte ranges, those that touch merged.
+#[derive(Default)]
+struct Runs(Vec<(usize, usize)>);
+
+impl Runs {
+    fn add(&mut self, start: usize, end: usize) {
+        if start == end {
+            return;
+        }
+        match self.0.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.0.push((start, end)),
+        }
+    }
+
+    fn slices(self, whole: &Bytes) -> Vec<Bytes> {
+        self.0.into_iter().map(|(a, b)| whole.slice(a..b)).collect()
     }
 }
 
 impl Message for ListToolsResponse {
     fn encode_raw(&self, buf: &mut impl BufMut) {
         if let Some(encoded) = &self.encoded {
-            buf.put_slice(encoded);
+            for chunk in encoded {
+                buf.put_slice(chunk);
+            }
             return;
         }
         message::encode_repeated(TOOLS, &self.tools, buf);
@@ -120,7 +139,7 @@ impl Message for ListToolsResponse {
 
     fn encoded_len(&self) -> usize {
         if let Some(encoded) = &self.encoded {
-            return encoded.len();
+            return encoded.iter().map(Bytes::len).sum();
         }
         let revision = if self.revision != 0 {
             uint64::encoded_len(REVISION, &self.revision)
@@ -177,5 +196,26 @@ mod tests {
         let decoded = ListToolsResponse::decode(answer.encode_to_vec().as_slice()).unwrap();
         assert_eq!(decoded.tools, vec![tools[1].clone(), tools[3].clone()]);
         assert_eq!(decoded.revision, 0);
+    }
+
+    #[test]
+    fn kept_tools_side_by_side_are_one_slice_of_the_cache() {
+        let tools = tools();
+        let cache = EncodedTools::new(&tools, 7);
+        let answer = cache.response(|i| i != 2);
+        // Tools 0–1, then 3–4 with the revision after them.
+        assert_eq!(answer.encoded_chunks().unwrap().len(), 2);
+        let decoded = ListToolsResponse::decode(answer.encode_to_vec().as_slice()).unwrap();
+        let names: Vec<_> = decoded.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["tool_0", "tool_1", "tool_3", "tool_4"]);
+        assert_eq!(decoded.revision, 7);
+        let everything = cache.response(|_| true);
+        let whole = &everything.encoded_chunks().unwrap()[0];
+        assert_eq!(everything.encoded_chunks().unwrap().len(), 1);
+        assert_eq!(whole.as_ptr(), cache.whole.as_ptr(), "not a copy");
+        let none = cache.response(|_| false);
+        let decoded = ListToolsResponse::decode(none.encode_to_vec().as_slice()).unwrap();
+        assert!(decoded.tools.is_empty());
+        assert_eq!(decoded.revision, 7);
     }
 }
