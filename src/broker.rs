@@ -223,7 +223,7 @@ impl Broker {
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
         snapshot.rates.admit(caller.key(), &tool.server)?;
-        let mut arguments = prepare_arguments(arguments, &tool.spec.input_schema)?;
+        let mut arguments = prepare_arguments(arguments, tool.spec.input_schema())?;
         // The caller's arguments are checked against the schema it was shown (fixed ones
         // removed); the fixed ones are added after.
         let fixed_sent = overrides::fixed_sent(&arguments, &tool.fixed);

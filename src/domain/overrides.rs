@@ -47,7 +47,7 @@ impl ToolRule {
         if self.arguments.is_empty() {
             return spec.with_description(description.to_owned());
         }
-        let mut schema = spec.input_schema.as_object().cloned().unwrap_or_default();
+        let mut schema = spec.input_schema_copy();
         if let Some(Value::Object(properties)) = schema.get_mut("properties") {
             properties.retain(|name, _| !self.arguments.contains_key(name));
         }
@@ -62,10 +62,11 @@ impl ToolRule {
 
     /// Fixed arguments the server's schema does not declare: sent anyway, but worth a warning.
     pub fn undeclared_arguments(&self, spec: &ToolSpec) -> Vec<&str> {
-        let declared = spec
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object);
+        if self.arguments.is_empty() {
+            return Vec::new();
+        }
+        let schema = spec.input_schema_copy();
+        let declared = schema.get("properties").and_then(Value::as_object);
         self.arguments
             .keys()
             .filter(|name| declared.is_none_or(|properties| !properties.contains_key(*name)))
@@ -134,7 +135,7 @@ mod tests {
         let shaped = pinned().reshape(&search_code());
         assert_eq!(shaped.description, "Search code in acme.");
         assert_eq!(
-            Value::clone(&shaped.input_schema),
+            shaped.input_schema().clone(),
             json!({
                 "type": "object",
                 "properties": {"query": {"type": "string"}},
@@ -157,7 +158,7 @@ mod tests {
         let spec = search_code();
         let shaped = rule.reshape(&spec);
         assert_eq!(shaped.description, "Better.");
-        assert_eq!(shaped.input_schema, spec.input_schema);
+        assert_eq!(shaped.input_schema(), spec.input_schema());
         assert!(rule.reshapes() && !ToolRule::plain("x").reshapes());
     }
 

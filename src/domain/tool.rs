@@ -31,10 +31,12 @@ pub struct ToolSpec {
     pub original: ToolName,
     /// The description (empty if none).
     pub description: String,
-    /// The input schema, parsed (always a JSON object).
-    pub input_schema: Arc<Value>,
     /// The input schema as JSON text, serialized once (key order kept as the server sent it).
+    /// Only the text is kept: a parsed schema takes about ten times its text's size, so a
+    /// catalog of 10,000 tools would hold ~100 MB of trees mostly never read.
     pub input_schema_json: Arc<str>,
+    /// The input schema parsed from its text when a call first needs it (always an object).
+    parsed_input: Arc<OnceLock<Value>>,
     /// The output schema as JSON text, if the server declared one.
     pub output_schema_json: Option<Arc<str>>,
     /// The parameters converted from the input schema.
@@ -69,7 +71,7 @@ impl PartialEq for ToolSpec {
     fn eq(&self, other: &Self) -> bool {
         self.original == other.original
             && self.description == other.description
-            && self.input_schema == other.input_schema
+            && self.input_schema_json == other.input_schema_json
             && self.output_schema_json == other.output_schema_json
             && self.annotations == other.annotations
     }
@@ -87,12 +89,11 @@ impl ToolSpec {
         let input_schema_json = to_json(&input_schema);
         let output_schema_json = output_schema.map(to_json);
         let params = params_from_schema(&input_schema).into();
-        let input_schema = Arc::new(Value::Object(input_schema));
         Self {
             original,
             description,
-            input_schema,
             input_schema_json,
+            parsed_input: Arc::default(),
             output_schema_json,
             params,
             annotations,
@@ -114,12 +115,27 @@ impl ToolSpec {
         let params = params_from_schema(&input_schema).into();
         Self {
             description,
-            input_schema: Arc::new(Value::Object(input_schema)),
             input_schema_json,
+            parsed_input: Arc::default(),
             params,
             validator: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// The input schema (a JSON object), parsed on first use and kept.
+    pub fn input_schema(&self) -> &Value {
+        self.parsed_input.get_or_init(|| {
+            serde_json::from_str(&self.input_schema_json)
+                .expect("the text was serialized from a JSON object")
+        })
+    }
+
+    /// A fresh copy of the input schema, parsed from its text and not kept (for reshaping,
+    /// which should not leave every tool's tree behind).
+    pub fn input_schema_copy(&self) -> Map<String, Value> {
+        serde_json::from_str(&self.input_schema_json)
+            .expect("the text was serialized from a JSON object")
     }
 
     /// Checks arguments against the input schema, naming each violation's path and rule. A
@@ -133,7 +149,7 @@ impl ToolSpec {
         let mut compiled_now = false;
         let check = self.validator.get_or_init(|| {
             compiled_now = true;
-            match jsonschema::validator_for(&self.input_schema) {
+            match jsonschema::validator_for(self.input_schema()) {
                 Ok(validator) => SchemaCheck::Ready(Box::new(validator)),
                 Err(error) => SchemaCheck::Unusable(error.to_string()),
             }

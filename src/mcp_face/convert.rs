@@ -14,8 +14,10 @@ use crate::domain::{
 /// An exposed tool: its exposed name, its schemas exactly as its server sent them, its hints.
 pub fn tool(exposed: &ExposedTool) -> Tool {
     let spec = &exposed.spec;
-    let schema = match spec.input_schema.as_ref() {
-        Value::Object(object) => object.clone(),
+    // Parsed from the text, not through `input_schema()`, which would keep every tool's tree
+    // once a client had listed them.
+    let schema = match serde_json::from_str(&spec.input_schema_json) {
+        Ok(Value::Object(object)) => object,
         _ => Default::default(),
     };
     let mut tool = Tool::new(
