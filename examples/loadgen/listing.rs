@@ -34,12 +34,14 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         let filter = if size == 10 { TEN } else { "" };
         let broker = BrokerProcess::start(&demo_config(&args, filter)?, &[]).await?;
         let client = broker.client().await?.max_decoding_message_size(MAX_ANSWER);
+        let ready_rss = broker.rss_mib()?;
         let first = client
             .clone()
             .list_tools(ListToolsRequest::default())
             .await?
             .into_inner();
         let (tools, kib) = (first.tools.len(), first.encoded_len() / 1024);
+        println!("{tools} tools: broker RSS when ready, before any ListTools: {ready_rss:.1} MiB");
         for concurrency in [1, 16] {
             let figures = decoded(&broker, &client, concurrency, plan).await?;
             println!(

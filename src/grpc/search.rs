@@ -26,14 +26,14 @@ pub async fn search(
         0 => DEFAULT_LIMIT,
         asked => asked.min(MAX_LIMIT),
     };
-    let everything = visibility.everything();
-    let found = cached.index(snapshot).await.search(query, limit, |i| {
-        everything || visibility.tool(&cached.tools[i])
-    });
+    let found = cached
+        .index(snapshot)
+        .await
+        .search(query, limit, visibility.keep(&cached.exposed));
     let matches = found
         .into_iter()
         .map(|(i, score)| proto::ToolMatch {
-            tool: Some(cached.tools[i].clone()),
+            tool: Some(cached.encoded.tool(i)),
             score: f64::from(score),
         })
         .collect();

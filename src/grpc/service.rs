@@ -37,10 +37,7 @@ impl ToolBroker for Arc<BrokerService> {
             let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
                 .map_err(refused)?;
             let cached = self.tools.tools(&snapshot);
-            let everything = visibility.everything();
-            let response = cached
-                .encoded
-                .response(|i| everything || visibility.tool(&cached.tools[i]));
+            let response = cached.encoded.response(visibility.keep(&cached.exposed));
             let response = self.limit.check(response).map_err(refused)?;
             let chunks = response.encoded_chunks().map(<[_]>::to_vec);
             let mut response = Response::new(response);

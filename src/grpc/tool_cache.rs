@@ -9,8 +9,8 @@ use tokio::sync::OnceCell;
 use super::convert;
 use crate::{
     broker::Snapshot,
-    domain::search::SearchIndex,
-    proto::{self, EncodedTools},
+    domain::{search::SearchIndex, tool::ExposedTool},
+    proto::EncodedTools,
 };
 
 /// Every tool of one catalog revision, in proto form.
@@ -18,9 +18,10 @@ use crate::{
 pub struct CachedTools {
     /// The revision they belong to.
     pub revision: u64,
-    /// The tools, sorted by name.
-    pub tools: Arc<Vec<proto::Tool>>,
-    /// The same tools, encoded for ListTools.
+    /// The catalog's tools, sorted by name: the positions of `encoded` and of the index.
+    pub exposed: Arc<[Arc<ExposedTool>]>,
+    /// The same tools in proto form, encoded (only so: decoded trees would take several
+    /// times the room, and ListTools sends the encoding as it is).
     pub encoded: Arc<EncodedTools>,
     /// The search index of the same tools (same positions), once a search asked for it.
     index: Arc<OnceCell<Arc<SearchIndex>>>,
@@ -63,16 +64,12 @@ impl ToolCache {
         {
             return cached.clone();
         }
-        let tools: Vec<_> = snapshot
-            .catalog
-            .tools()
-            .values()
-            .map(|t| convert::tool(t))
-            .collect();
+        let exposed: Arc<[_]> = snapshot.catalog.tools().values().cloned().collect();
+        let encoded = EncodedTools::new(exposed.iter().map(|t| convert::tool(t)), revision);
         let cached = CachedTools {
             revision,
-            encoded: Arc::new(EncodedTools::new(&tools, revision)),
-            tools: Arc::new(tools),
+            exposed,
+            encoded: Arc::new(encoded),
             index: Arc::default(),
         };
         *current = Some(cached.clone());

@@ -1,6 +1,8 @@
 //! What one request may see: the servers and the view it asked for, and the tools its caller's
 //! token allows. Applied to ListTools, SearchTools, Watch snapshots and Watch events alike.
 
+use std::sync::Arc;
+
 use super::convert;
 use crate::{
     auth::Caller,
@@ -9,6 +11,7 @@ use crate::{
         catalog::{Change, Event},
         grants::Patterns,
         request_error::RequestError,
+        tool::ExposedTool,
     },
     proto,
 };
@@ -69,8 +72,15 @@ impl Visibility {
     }
 
     /// Whether a tool is visible.
-    pub fn tool(&self, tool: &proto::Tool) -> bool {
-        self.server(&tool.server) && self.name(&tool.name)
+    pub fn tool(&self, tool: &ExposedTool) -> bool {
+        self.server(tool.server.as_str()) && self.name(tool.name.as_str())
+    }
+
+    /// Whether the tool at each position of `tools` is visible (with nothing to check for a
+    /// request that sees everything).
+    pub fn keep<'a>(&'a self, tools: &'a [Arc<ExposedTool>]) -> impl Fn(usize) -> bool + 'a {
+        let everything = self.everything();
+        move |i| everything || self.tool(&tools[i])
     }
 
     /// Whether the tool exposed as `name` is visible, whatever its server.

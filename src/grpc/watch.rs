@@ -165,12 +165,12 @@ fn snapshot_event(
     snapshot: &Snapshot,
     visibility: &Visibility,
 ) -> proto::WatchEvent {
-    let all = tools.tools(snapshot).tools;
-    let tools = if visibility.everything() {
-        all.as_ref().clone()
-    } else {
-        all.iter().filter(|t| visibility.tool(t)).cloned().collect()
-    };
+    let cached = tools.tools(snapshot);
+    let keep = visibility.keep(&cached.exposed);
+    let tools = (0..cached.exposed.len())
+        .filter(|&i| keep(i))
+        .map(|i| cached.encoded.tool(i))
+        .collect();
     let servers = snapshot
         .catalog
         .servers()

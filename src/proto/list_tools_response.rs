@@ -7,7 +7,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::{
     DecodeError, Message,
-    encoding::{DecodeContext, WireType, encode_key, encode_varint, message, skip_field, uint64},
+    encoding::{
+        DecodeContext, WireType, decode_key, decode_varint, encode_key, encode_varint, message,
+        skip_field, uint64,
+    },
 };
 
 use super::Tool;
@@ -47,10 +50,9 @@ pub struct EncodedTools {
 }
 
 impl EncodedTools {
-    /// Encodes each tool once.
-    pub fn new(tools: &[Tool], revision: u64) -> Self {
-        let size: usize = tools.iter().map(|t| t.encoded_len() + 8).sum();
-        let mut whole = BytesMut::with_capacity(size + 11);
+    /// Encodes each tool once (taking them one by one, so that they need not all be held).
+    pub fn new(tools: impl ExactSizeIterator<Item = Tool>, revision: u64) -> Self {
+        let mut whole = BytesMut::new();
         let mut ends = Vec::with_capacity(tools.len());
         for tool in tools {
             encode_key(TOOLS, WireType::LengthDelimited, &mut whole);
@@ -61,11 +63,27 @@ impl EncodedTools {
         if revision != 0 {
             uint64::encode(REVISION, &revision, &mut whole);
         }
+        // Grown by doubling: keep only what is used, for as long as the revision lasts.
+        let whole = if whole.capacity() - whole.len() > whole.len() / 8 {
+            Bytes::copy_from_slice(&whole)
+        } else {
+            whole.freeze()
+        };
         Self {
-            whole: whole.freeze(),
+            whole,
             ends,
             revision,
         }
+    }
+
+    /// The tool at position `i`, decoded from its encoding.
+    pub fn tool(&self, i: usize) -> Tool {
+        let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
+        let mut field = &self.whole[start..self.ends[i]];
+        let decoded = decode_key(&mut field)
+            .and_then(|_| decode_varint(&mut field))
+            .and_then(|_| Tool::decode(field));
+        decoded.expect("the field was encoded from a Tool")
     }
 
     /// The answer holding the tools `keep` accepts (by index, in order): slices of the
@@ -182,7 +200,7 @@ mod tests {
             revision: 300,
             ..Default::default()
         };
-        let cached = EncodedTools::new(&tools, 300).response(|_| true);
+        let cached = EncodedTools::new(tools.iter().cloned(), 300).response(|_| true);
         assert_eq!(cached.encoded_len(), plain.encoded_len());
         assert_eq!(cached.encode_to_vec(), plain.encode_to_vec());
         let decoded = ListToolsResponse::decode(cached.encode_to_vec().as_slice()).unwrap();
@@ -192,7 +210,7 @@ mod tests {
     #[test]
     fn a_filtered_answer_holds_only_the_kept_tools() {
         let tools = tools();
-        let answer = EncodedTools::new(&tools, 0).response(|i| i % 2 == 1);
+        let answer = EncodedTools::new(tools.iter().cloned(), 0).response(|i| i % 2 == 1);
         let decoded = ListToolsResponse::decode(answer.encode_to_vec().as_slice()).unwrap();
         assert_eq!(decoded.tools, vec![tools[1].clone(), tools[3].clone()]);
         assert_eq!(decoded.revision, 0);
@@ -201,7 +219,7 @@ mod tests {
     #[test]
     fn kept_tools_side_by_side_are_one_slice_of_the_cache() {
         let tools = tools();
-        let cache = EncodedTools::new(&tools, 7);
+        let cache = EncodedTools::new(tools.iter().cloned(), 7);
         let answer = cache.response(|i| i != 2);
         // Tools 0–1, then 3–4 with the revision after them.
         assert_eq!(answer.encoded_chunks().unwrap().len(), 2);
@@ -213,6 +231,8 @@ mod tests {
         let whole = &everything.encoded_chunks().unwrap()[0];
         assert_eq!(everything.encoded_chunks().unwrap().len(), 1);
         assert_eq!(whole.as_ptr(), cache.whole.as_ptr(), "not a copy");
+        assert_eq!(cache.tool(0), tools[0]);
+        assert_eq!(cache.tool(4), tools[4]);
         let none = cache.response(|_| false);
         let decoded = ListToolsResponse::decode(none.encode_to_vec().as_slice()).unwrap();
         assert!(decoded.tools.is_empty());
