@@ -202,3 +202,49 @@ async fn every_page_of_tools_list_is_followed() {
         .expect("a $ref enum param");
     assert_eq!(mode.enum_values, ["fast", "balanced", "thorough"]);
 }
+
+/// Large answers are sent as slices of the cached encoding (no copy): whole, and filtered by
+/// server, they must decode to the same tools a plain encoding gives.
+#[tokio::test]
+async fn large_answers_whole_and_filtered_decode_to_the_same_tools() {
+    use common::{command, toolbroker_bin};
+    let extra = |name: &str, prefix: &str| {
+        command(
+            name,
+            toolbroker_bin(),
+            &["demo-server", "--extra-tools", "150"],
+        )
+        .prefix(prefix)
+    };
+    let broker = Broker::builder()
+        .server(extra("a", "a_"))
+        .server(extra("b", "b_"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let whole = broker.tools().await;
+    assert!(
+        prost::Message::encoded_len(&whole) > 256 * 1024,
+        "big enough to go in several frames"
+    );
+    assert_eq!(whole.tools.len(), 2 * (150 + 13));
+    let only = |server: &str| {
+        let mut client = broker.client.clone();
+        let request = proto::ListToolsRequest {
+            servers: vec![server.into()],
+            ..Default::default()
+        };
+        async move { client.list_tools(request).await.unwrap().into_inner() }
+    };
+    for server in ["a", "b"] {
+        let filtered = only(server).await;
+        let expected: Vec<_> = whole
+            .tools
+            .iter()
+            .filter(|t| t.server == server)
+            .cloned()
+            .collect();
+        assert_eq!(filtered.tools, expected, "server {server}");
+        assert_eq!(filtered.revision, whole.revision);
+    }
+}
