@@ -14,8 +14,8 @@ use crate::domain::{
 /// An exposed tool: its exposed name, its schemas exactly as its server sent them, its hints.
 pub fn tool(exposed: &ExposedTool) -> Tool {
     let spec = &exposed.spec;
-    // Parsed from the text, not through `input_schema()`, which would keep every tool's tree
-    // once a client had listed them.
+    // Parsed from the text, not through `input_schema()`: the face's list keeps its own
+    // (`tool_list`), which would otherwise be held twice.
     let schema = match serde_json::from_str(&spec.input_schema_json) {
         Ok(Value::Object(object)) => object,
         _ => Default::default(),

@@ -29,6 +29,7 @@ use super::{
     changes, convert,
     request::{Asker, FaceCaller, incoming_trace, refused_request, server_span},
     session::Session,
+    tool_list::ToolList,
 };
 use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError, mcp_lists};
 
@@ -42,6 +43,8 @@ pub struct Face {
     pub(super) audit: Option<AuditLog>,
     pub(super) shutdown: CancellationToken,
     pub(super) session: Arc<Session>,
+    /// The tools/list of the current revision, shared by every session.
+    tool_list: Arc<ToolList>,
 }
 
 impl Face {
@@ -52,6 +55,7 @@ impl Face {
             audit,
             shutdown,
             session: Arc::default(),
+            tool_list: Arc::default(),
         }
     }
 
@@ -124,12 +128,12 @@ impl ServerHandler for Face {
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
-        let tools = snapshot
-            .catalog
-            .tools()
-            .values()
-            .filter(|exposed| caller.may_use(exposed.name.as_str()))
-            .map(|exposed| convert::tool(exposed))
+        let tools = self
+            .tool_list
+            .tools(&snapshot)
+            .iter()
+            .filter(|tool| caller.may_use(&tool.name))
+            .cloned()
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -11,6 +11,7 @@ pub mod convert;
 mod handler;
 mod request;
 mod session;
+mod tool_list;
 mod views;
 
 use std::net::SocketAddr;
