@@ -157,7 +157,7 @@ impl OtherProxy {
 
 /// An MCP session with the face at `url`, shared by all the callers of a load as the direct
 /// baseline shares its one stdio session.
-async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ()>> {
+pub async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ()>> {
     // reqwest is built without a TLS provider of its own, and its client refuses to be built
     // without a process default, even for plain HTTP.
     let _ = rustls::crypto::ring::default_provider().install_default();

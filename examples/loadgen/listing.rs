@@ -1,5 +1,5 @@
 //! ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list` of the same
-//! demo server (every page, as a client must read them).
+//! demo server (every page, as a client must read them) and `tools/list` through the MCP face.
 
 use prost::Message as _;
 use tonic::{client::Grpc, transport::Channel};
@@ -32,7 +32,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         let extra = size.saturating_sub(11).to_string();
         let args = ["--extra-tools", extra.as_str()];
         let filter = if size == 10 { TEN } else { "" };
-        let broker = BrokerProcess::start(&demo_config(&args, filter)?, &[]).await?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let extra = format!("{filter}mcp_listen: \"127.0.0.1:{port}\"\n");
+        let broker = BrokerProcess::start(&demo_config(&args, &extra)?, &[]).await?;
         let client = broker.client().await?.max_decoding_message_size(MAX_ANSWER);
         let ready_rss = broker.rss_mib()?;
         let first = client
@@ -54,6 +58,8 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             "{}",
             figures.row(&format!("{tools} tools c=1 broker, not decoded"))
         );
+        let figures = face_list(&broker, port, tools, plan).await?;
+        println!("{}", figures.row(&format!("{tools} tools c=1 MCP face")));
         drop(broker);
         let direct = Direct::start(&args).await?;
         let peer = direct.peer();
@@ -87,6 +93,28 @@ async fn decoded(
         }
     };
     broker.measure(concurrency, plan, call).await
+}
+
+/// `tools/list` through the MCP face at concurrency 1, every page, with rmcp's client.
+async fn face_list(
+    broker: &BrokerProcess,
+    port: u16,
+    expected: usize,
+    plan: Plan,
+) -> anyhow::Result<Figures> {
+    let face = crate::face::connect(&format!("http://127.0.0.1:{port}/mcp")).await?;
+    let peer = face.peer().clone();
+    let call = move || {
+        let peer = peer.clone();
+        async move {
+            let listed = peer.list_all_tools().await?.len();
+            anyhow::ensure!(listed == expected, "the face listed {listed} tools");
+            anyhow::Ok(())
+        }
+    };
+    let figures = broker.measure(1, plan, call).await;
+    face.cancel().await?;
+    figures
 }
 
 /// ListTools at concurrency 1, each answer received but not decoded.

@@ -9,7 +9,8 @@
 //!   server directly over stdio: the demo server, then the benchmark's own fast echo server
 //!   (`loadgen echo-server`, rmcp with async pipes and one tool); `--server demo|fast` and
 //!   `--concurrency 1,64` narrow it;
-//! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`;
+//! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list` and
+//!   the MCP face's;
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
 //! - `startup`: time from process start to the port accepting, and idle RSS;
 //! - `replicas`: a one-request-at-a-time server with `replicas: 1` and `replicas: 4`;
