@@ -20,6 +20,7 @@ pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
 pub mod in_flight;
+pub mod latest_revision;
 pub mod login;
 pub mod mcp_face;
 pub mod mcp_lists;

@@ -125,10 +125,8 @@ impl ToolSpec {
 
     /// The input schema (a JSON object), parsed on first use and kept.
     pub fn input_schema(&self) -> &Value {
-        self.parsed_input.get_or_init(|| {
-            serde_json::from_str(&self.input_schema_json)
-                .expect("the text was serialized from a JSON object")
-        })
+        self.parsed_input
+            .get_or_init(|| Value::Object(self.input_schema_copy()))
     }
 
     /// A fresh copy of the input schema, parsed from its text and not kept (for reshaping,

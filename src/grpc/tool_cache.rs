@@ -2,7 +2,7 @@
 //! ListTools and Watch, so that no request converts or encodes a tool again; and the search
 //! index of that revision, built on the first SearchTools.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 
@@ -10,6 +10,7 @@ use super::convert;
 use crate::{
     broker::Snapshot,
     domain::{search::SearchIndex, tool::ExposedTool},
+    latest_revision::LatestRevision,
     proto::EncodedTools,
 };
 
@@ -49,30 +50,21 @@ impl CachedTools {
 
 /// The tools of the latest revision asked for.
 #[derive(Default)]
-pub struct ToolCache {
-    /// Held only to compare a revision and clone or replace the entry.
-    current: Mutex<Option<CachedTools>>,
-}
+pub struct ToolCache(LatestRevision<CachedTools>);
 
 impl ToolCache {
     /// The tools of `snapshot`'s revision, converted and encoded at most once.
     pub fn tools(&self, snapshot: &Snapshot) -> CachedTools {
         let revision = snapshot.catalog.revision();
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cached) = &*current
-            && cached.revision == revision
-        {
-            return cached.clone();
-        }
-        let exposed: Arc<[_]> = snapshot.catalog.tools().values().cloned().collect();
-        let encoded = EncodedTools::new(exposed.iter().map(|t| convert::tool(t)), revision);
-        let cached = CachedTools {
-            revision,
-            exposed,
-            encoded: Arc::new(encoded),
-            index: Arc::default(),
-        };
-        *current = Some(cached.clone());
-        cached
+        self.0.get(revision, || {
+            let exposed: Arc<[_]> = snapshot.catalog.tools().values().cloned().collect();
+            let encoded = EncodedTools::new(exposed.iter().map(|t| convert::tool(t)), revision);
+            CachedTools {
+                revision,
+                exposed,
+                encoded: Arc::new(encoded),
+                index: Arc::default(),
+            }
+        })
     }
 }
