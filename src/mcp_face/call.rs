@@ -10,23 +10,22 @@
     reason = "sampling and logging are what clients before MCP 2026-07-28 use"
 )]
 
-use std::{
-    sync::atomic::Ordering,
-    time::{Duration, Instant},
-};
+use std::{sync::atomic::Ordering, time::Instant};
 
 use rmcp::{
-    ErrorData, RoleServer,
+    ErrorData,
     model::{
         CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest, ElicitRequest,
-        ElicitResult, ElicitationAction, ProgressNotificationParam, ProgressToken, ServerRequest,
+        ElicitResult, ElicitationAction, Extensions, LoggingMessageNotification,
+        ProgressNotification, ProgressNotificationParam, ProgressToken, ServerNotification,
+        ServerRequest,
     },
-    service::RequestContext,
 };
 use serde_json::{Map, Value};
 
 use super::{
     Face,
+    relay::Relay,
     request::{FaceCaller, refused_call},
 };
 use crate::{
@@ -38,17 +37,28 @@ use crate::{
     telemetry::{context::TraceHeaders, semconv},
 };
 
+/// Where one call came from and where what happens during it goes.
+#[derive(Clone, Copy)]
+pub struct CallSource<'a> {
+    /// The request's extensions: its HTTP parts, with the caller the gate admitted.
+    pub extensions: &'a Extensions,
+    /// The client's progress token, if it wants progress.
+    pub progress: Option<&'a ProgressToken>,
+    /// The way back to the client.
+    pub relay: Relay<'a>,
+}
+
 impl Face {
     /// One `tools/call`: checked, audited, run as a streaming broker call with what the
     /// server sends meanwhile relayed to the client.
     pub(super) async fn call(
         &self,
         request: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
+        source: CallSource<'_>,
         incoming: &TraceHeaders,
         trace_id: Option<String>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller(&context.extensions);
+        let caller = self.caller(source.extensions);
         let arguments = request.arguments.unwrap_or_default();
         let pending = self.audit.as_ref().map(|audit| Pending {
             draft: Some(Draft::of(
@@ -64,7 +74,7 @@ impl Face {
         });
         let started = Instant::now();
         let result = self
-            .run(&request.name, arguments, &caller, context, incoming)
+            .run(&request.name, arguments, &caller, source, incoming)
             .await;
         record(&result, started);
         if let Some(pending) = pending {
@@ -84,7 +94,7 @@ impl Face {
         name: &str,
         arguments: Map<String, Value>,
         caller: &Caller,
-        context: &RequestContext<RoleServer>,
+        source: CallSource<'_>,
         incoming: &TraceHeaders,
     ) -> Result<Called, RequestError> {
         if self.shutdown.is_cancelled() {
@@ -96,13 +106,12 @@ impl Face {
                 tool: name.to_owned(),
             });
         }
-        let values = FaceCaller::of(caller, context);
+        let values = FaceCaller::of(caller, source.extensions);
         let arguments = RawArguments {
             structured: Some(arguments),
             json: String::new(),
         };
         let (conversation, mut events) = Conversation::new();
-        let token = context.meta.get_progress_token();
         let call = self.broker.call(
             name,
             arguments,
@@ -117,30 +126,29 @@ impl Face {
             tokio::select! {
                 biased;
                 result = &mut call => break result,
-                Some(event) = events.recv() => self.relay(context, token.as_ref(), event).await,
+                Some(event) = events.recv() => self.relay(source, event).await,
             }
         };
         // Progress and logs sent just before the answer still go first.
         while let Ok(event @ (Interaction::Progress(_) | Interaction::Log(_))) = events.try_recv() {
-            self.relay(context, token.as_ref(), event).await;
+            self.relay(source, event).await;
         }
         result
     }
 
     /// What the upstream server sent during a call, passed on to the MCP client that made it.
-    async fn relay(
-        &self,
-        context: &RequestContext<RoleServer>,
-        token: Option<&ProgressToken>,
-        event: Interaction,
-    ) {
+    async fn relay(&self, source: CallSource<'_>, event: Interaction) {
         match event {
             Interaction::Log(log) => {
                 if log.level as u8 >= self.session.level.load(Ordering::Relaxed) {
-                    let _ = context.peer.notify_logging_message(log).await;
+                    let notification = LoggingMessageNotification::new(log);
+                    source
+                        .relay
+                        .notify(ServerNotification::LoggingMessageNotification(notification))
+                        .await;
                 }
             }
-            other => relay(context, token, other).await,
+            other => relay(source, other).await,
         }
     }
 }
@@ -161,29 +169,25 @@ fn record(result: &Result<Called, RequestError>, started: Instant) {
     .record(started.elapsed().as_secs_f64());
 }
 
-/// How long a question to the client may wait for its answer before it is declined; the
-/// call's own timeout is paused meanwhile, its `max_timeout` still holds.
-const QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// Progress and the server's questions, passed on to the MCP client that made the call.
-async fn relay(
-    context: &RequestContext<RoleServer>,
-    token: Option<&ProgressToken>,
-    event: Interaction,
-) {
+async fn relay(source: CallSource<'_>, event: Interaction) {
     match event {
         Interaction::Progress(progress) => {
-            if let Some(token) = token {
+            if let Some(token) = source.progress {
                 let mut forwarded =
                     ProgressNotificationParam::new(token.clone(), progress.progress);
                 forwarded.total = progress.total;
                 forwarded.message = progress.message;
-                let _ = context.peer.notify_progress(forwarded).await;
+                let notification = ProgressNotification::new(forwarded);
+                source
+                    .relay
+                    .notify(ServerNotification::ProgressNotification(notification))
+                    .await;
             }
         }
         Interaction::Elicit { params, answer } => {
             let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-            let result = match ask(context, request).await {
+            let result = match source.relay.ask(request).await {
                 Some(ClientResult::ElicitResult(result)) => result,
                 _ => ElicitResult::new(ElicitationAction::Decline),
             };
@@ -191,7 +195,7 @@ async fn relay(
         }
         Interaction::Sample { params, answer } => {
             let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-            let result = match ask(context, request).await {
+            let result = match source.relay.ask(request).await {
                 Some(ClientResult::CreateMessageResult(result)) => Ok(*result),
                 Some(other) => Err(format!("the client answered sampling with {other:?}")),
                 None => Err("the client did not answer the sampling request".to_owned()),
@@ -199,19 +203,5 @@ async fn relay(
             let _ = answer.send(result);
         }
         Interaction::Log(_) => {}
-    }
-}
-
-/// A request to the client, on the call's own answer stream; `None` if it could not be sent
-/// or was not answered in time.
-async fn ask(context: &RequestContext<RoleServer>, request: ServerRequest) -> Option<ClientResult> {
-    let sent = context.peer.send_request(request);
-    match tokio::time::timeout(QUESTION_TIMEOUT, sent).await {
-        Ok(Ok(result)) => Some(result),
-        Ok(Err(error)) => {
-            tracing::debug!(%error, "the MCP client did not take the question");
-            None
-        }
-        Err(_) => None,
     }
 }

@@ -26,7 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::{
+    call::CallSource,
     changes, convert,
+    directory::Directory,
+    face_sessions::SessionKey,
+    relay::Relay,
     request::{Asker, FaceCaller, incoming_trace, refused_request, server_span},
     session::Session,
     tool_list::ToolList,
@@ -45,6 +49,8 @@ pub struct Face {
     pub(super) session: Arc<Session>,
     /// The tools/list of the current revision, shared by every session.
     tool_list: Arc<ToolList>,
+    /// Every session, for the calls the face answers directly.
+    pub(super) directory: Arc<Directory>,
 }
 
 impl Face {
@@ -56,6 +62,7 @@ impl Face {
             shutdown,
             session: Arc::default(),
             tool_list: Arc::default(),
+            directory: Arc::default(),
         }
     }
 
@@ -63,6 +70,14 @@ impl Face {
     pub fn for_session(&self) -> Self {
         Self {
             session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The handler of the session whose state is `session`.
+    pub(super) fn with_session(&self, session: Arc<Session>) -> Self {
+        Self {
+            session,
             ..self.clone()
         }
     }
@@ -86,6 +101,9 @@ impl ServerHandler for Face {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(SessionKey(id)) = context.extensions.get::<SessionKey>() {
+            self.directory.initialized(id, &self.session);
+        }
         self.follow_for(Asker::of(&context.extensions), context.peer);
     }
 
@@ -143,10 +161,16 @@ impl ServerHandler for Face {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let incoming = incoming_trace(&context);
+        let incoming = incoming_trace(&context.meta, &context.extensions);
         let (span, trace_id) = server_span("tools/call", &incoming);
         span.record("tool", &*request.name);
-        let call = self.call(request, &context, &incoming, trace_id);
+        let progress = context.meta.get_progress_token();
+        let source = CallSource {
+            extensions: &context.extensions,
+            progress: progress.as_ref(),
+            relay: Relay::Peer(&context.peer),
+        };
+        let call = self.call(request, source, &incoming, trace_id);
         tokio::select! {
             // The client cancelled: the call is dropped, which cancels it upstream.
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
@@ -204,7 +228,7 @@ impl ServerHandler for Face {
         let server = self
             .server_of(&caller, &request.uri)
             .ok_or_else(not_found)?;
-        let values = FaceCaller::of(&caller, &context);
+        let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
             .broker
             .read_resource(&server, &request.uri, &values)
@@ -226,7 +250,7 @@ impl ServerHandler for Face {
         if !self.session.subscribed().insert(key.clone()) {
             return Ok(());
         }
-        let values = FaceCaller::of(&caller, &context);
+        let values = FaceCaller::of(&caller, &context.extensions);
         let subscribed = self
             .broker
             .subscribe_resource(&server, &request.uri, &values)
@@ -253,7 +277,7 @@ impl ServerHandler for Face {
             key.filter(|key| subscribed.remove(key))
         };
         if let Some((server, uri)) = ours {
-            let values = FaceCaller::of(&caller, &context);
+            let values = FaceCaller::of(&caller, &context.extensions);
             self.broker
                 .unsubscribe_resource(&server, &uri, &values)
                 .await;
@@ -309,7 +333,7 @@ impl ServerHandler for Face {
                 ));
             }
         };
-        let values = FaceCaller::of(&caller, &context);
+        let values = FaceCaller::of(&caller, &context.extensions);
         match self.broker.complete(&server, request, &values).await {
             Ok(result) => Ok(result),
             // A server that completes nothing offers no values, as the spec allows.
@@ -349,7 +373,7 @@ impl ServerHandler for Face {
                 prompt: request.name,
             }));
         }
-        let values = FaceCaller::of(&caller, &context);
+        let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
             .broker
             .get_prompt(

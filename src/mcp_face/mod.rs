@@ -8,13 +8,18 @@ mod access;
 mod call;
 mod changes;
 pub mod convert;
+mod direct_calls;
+mod directory;
+mod face_sessions;
 mod handler;
+mod plain_call;
+mod relay;
 mod request;
 mod session;
 mod tool_list;
 mod views;
 
-use std::net::SocketAddr;
+use std::{convert::Infallible, net::SocketAddr, sync::Arc};
 
 use anyhow::Context as _;
 use axum::{
@@ -28,15 +33,14 @@ use axum::{
     serve::ListenerExt as _,
 };
 use futures::StreamExt as _;
-use rmcp::transport::{
-    StreamableHttpServerConfig, StreamableHttpService,
-    streamable_http_server::session::local::LocalSessionManager,
-};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{audit::AuditLog, auth::Gate, broker::Broker, in_flight::InFlight};
 
+use direct_calls::DirectCalls;
+use face_sessions::FaceSessions;
 pub use handler::Face;
 
 /// Browser origins accepted on a loopback face: pages served from this machine. Any other
@@ -103,16 +107,29 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     };
     let broker = parts.broker.clone();
     let face = Face::new(parts.broker, parts.audit, parts.shutdown);
-    let service = StreamableHttpService::new(
-        move || Ok(face.for_session()),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let sessions = FaceSessions::new(face.directory.clone(), closing.clone());
+    let direct = DirectCalls {
+        face: face.clone(),
+        closing: closing.clone(),
+        loopback: addr.ip().is_loopback(),
+    };
+    let rmcp_service = StreamableHttpService::new(move || Ok(face.for_session()), sessions, config);
+    // Shared: axum clones a route's service for every request, and rmcp's clone copies its
+    // whole config (host and origin lists) each time, even for the calls answered directly.
+    let rmcp_service = Arc::new(rmcp_service);
+    let service = tower::service_fn(move |request: Request| {
+        let rmcp_service = rmcp_service.clone();
+        async move { Ok::<_, Infallible>(rmcp_service.handle(request).await) }
+    });
     let gate = parts.gate;
-    // Layers run outside in: counted, then the gate, then the view.
+    // Layers run outside in: counted, then the gate, then the view, then the direct calls.
     let router = Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/mcp/{view}", service)
+        .layer(middleware::from_fn_with_state(
+            direct,
+            direct_calls::answer_directly,
+        ))
         .layer(middleware::from_fn_with_state(broker, views::select))
         .layer(middleware::from_fn_with_state(gate.clone(), access::admit))
         .layer(middleware::from_fn_with_state(parts.in_flight, counted))

@@ -6,9 +6,8 @@ use std::borrow::Cow;
 
 use opentelemetry::trace::TraceContextExt as _;
 use rmcp::{
-    ErrorData, RoleServer,
-    model::{CallToolResponse, CallToolResult, ContentBlock, Extensions},
-    service::RequestContext,
+    ErrorData,
+    model::{CallToolResponse, CallToolResult, ContentBlock, Extensions, RequestMetaObject},
 };
 use tracing::field;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -100,9 +99,9 @@ impl CallerValues for FaceCaller<'_> {
 }
 
 /// The trace a request continues: its `params._meta`, else its HTTP headers.
-pub fn incoming_trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
-    let from_meta = TraceHeaders::from_meta(&context.meta);
-    match http_parts(&context.extensions) {
+pub fn incoming_trace(meta: &RequestMetaObject, extensions: &Extensions) -> TraceHeaders {
+    let from_meta = TraceHeaders::from_meta(meta);
+    match http_parts(extensions) {
         Some(parts) if from_meta.traceparent.is_none() => {
             TraceHeaders::from_headers(&parts.headers)
         }
@@ -177,11 +176,11 @@ pub fn refused_request(error: RequestError) -> ErrorData {
 }
 
 impl<'a> FaceCaller<'a> {
-    /// `caller`'s values, with the headers of the request `context` came in.
-    pub fn of(caller: &'a Caller, context: &'a RequestContext<RoleServer>) -> Self {
+    /// `caller`'s values, with the headers of the request whose `extensions` these are.
+    pub fn of(caller: &'a Caller, extensions: &'a Extensions) -> Self {
         Self {
             caller,
-            headers: http_parts(&context.extensions).map(|parts| &parts.headers),
+            headers: http_parts(extensions).map(|parts| &parts.headers),
         }
     }
 }

@@ -1,0 +1,245 @@
+//! `tools/call` answered by the face itself, on the task of the HTTP connection it came on,
+//! for a plain POST in an initialized session (see [`plain_call`](super::plain_call)); every
+//! other request goes on to rmcp's streamable HTTP service.
+//!
+//! Through rmcp a call's body is parsed into an untagged enum, the service (with its config)
+//! is cloned, and the call passes from the HTTP task to the session's worker, to its service
+//! loop, to a task spawned for the handler and back, its answer written as an SSE stream in
+//! three writes: the face cost about twice the broker CPU of a gRPC call. Here the answer is
+//! one `application/json` response when nothing comes before it; when the server sends
+//! progress, a log or a question first, the response is an SSE stream from then on, with
+//! the answer last, as rmcp would send it. The client's answers to the questions and its
+//! `notifications/cancelled` come through rmcp's session, where
+//! [`FaceSessions`](super::face_sessions::FaceSessions) catches them. A direct answer has no
+//! event ids: a client that loses the connection cannot resume it, and the call is
+//! cancelled, as a gRPC call is.
+
+use std::{convert::Infallible, pin::Pin, sync::Arc, task::Poll, time::Duration};
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse as _, Response},
+};
+use futures::{Stream, StreamExt as _};
+use http_body_util::BodyExt as _;
+use rmcp::{
+    model::{Extensions, RequestId, ServerJsonRpcMessage, ServerResult},
+    transport::streamable_http_server::SessionId,
+};
+use sse_stream::{KeepAlive, Sse, SseBody, Timer};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::{
+    Face,
+    call::CallSource,
+    directory::Directory,
+    plain_call::{self, PlainCall},
+    relay::{AnswerStream, Relay},
+    request::{incoming_trace, server_span},
+};
+
+/// How often an SSE answer that is still running sends a comment, so that proxies keep it.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What the face needs to answer calls itself.
+#[derive(Clone)]
+pub struct DirectCalls {
+    /// The face (its per-session state comes from the directory).
+    pub face: Face,
+    /// Cancelled when the face closes: running answers end.
+    pub closing: CancellationToken,
+    /// Whether the face is bound to loopback (only loopback hosts are accepted then).
+    pub loopback: bool,
+}
+
+/// Answers a plain `tools/call` POST of an initialized session; passes anything else on.
+pub async fn answer_directly(
+    State(direct): State<DirectCalls>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let Some(session) = plain_call::session_of(request.headers(), direct.loopback) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => {
+            let message = format!("Bad Request: the body could not be read: {error}");
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    };
+    let call = plain_call::call_of(&body);
+    let started = call.as_ref().and_then(|call| {
+        let directory = &direct.face.directory;
+        directory.start_call(&session, &call.id)
+    });
+    match (call, started) {
+        (Some(call), Some((state, cancel))) => {
+            let mut extensions = Extensions::new();
+            extensions.insert(parts);
+            let face = direct.face.with_session(state);
+            direct.answer(face, session, call, extensions, cancel).await
+        }
+        _ => {
+            let request = Request::from_parts(parts, Body::from(body));
+            next.run(request).await
+        }
+    }
+}
+
+impl DirectCalls {
+    /// Runs `call` of `session` for the request whose `extensions` these are, and answers it;
+    /// `cancel` is cancelled by the client's `notifications/cancelled`.
+    async fn answer(
+        &self,
+        face: Face,
+        session: SessionId,
+        call: PlainCall,
+        extensions: Extensions,
+        cancel: CancellationToken,
+    ) -> Response {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let directory = face.directory.clone();
+        let ended = CallEnd {
+            directory: directory.clone(),
+            session: session.clone(),
+            request: call.id.clone(),
+        };
+        let answers = AnswerStream::new(sender, directory, session);
+        let closing = self.closing.clone();
+        let work = async move {
+            let _ended = ended;
+            let PlainCall { id, mut params, .. } = call;
+            let meta = params.meta.take().unwrap_or_default();
+            let incoming = incoming_trace(&meta, &extensions);
+            let (span, trace_id) = server_span("tools/call", &incoming);
+            span.record("tool", &*params.name);
+            let progress = meta.get_progress_token();
+            let source = CallSource {
+                extensions: &extensions,
+                progress: progress.as_ref(),
+                relay: Relay::Stream(&answers),
+            };
+            // A call the client cancelled gets no answer, as the spec asks of its receiver;
+            // one still running when the face closes gets none either.
+            let answered = tokio::select! {
+                () = cancel.cancelled() => None,
+                () = closing.cancelled() => None,
+                answer = face.call(params, source, &incoming, trace_id).instrument(span) => Some(answer),
+            };
+            if let Some(answer) = answered {
+                let message = match answer {
+                    Ok(response) => {
+                        ServerJsonRpcMessage::response(ServerResult::from(response), id)
+                    }
+                    Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+                };
+                answers.finish(message);
+            }
+        };
+        let mut work = Box::pin(work);
+        let mut done = false;
+        // The first thing to send decides the response: the answer alone, or a stream.
+        let first = loop {
+            tokio::select! {
+                message = receiver.recv() => break message,
+                () = &mut work, if !done => done = true,
+            }
+        };
+        match first {
+            Some(answer @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))) => {
+                json_response(&answer)
+            }
+            first => {
+                let messages = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+                let running = futures::stream::once(async move {
+                    if !done {
+                        work.await;
+                    }
+                })
+                .filter_map(|()| async { None });
+                let rest = futures::stream::select(messages, running);
+                let all = futures::stream::iter(first).chain(rest);
+                sse_response(all.take_until(self.closing.clone().cancelled_owned()))
+            }
+        }
+    }
+}
+
+/// One JSON-RPC message as the whole response.
+fn json_response(message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
+        Ok(json) => {
+            let mut response = Response::new(Body::from(json));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a face answer could not be serialized");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// JSON-RPC messages as an SSE stream, one event each, with keep-alive comments.
+fn sse_response(messages: impl Stream<Item = ServerJsonRpcMessage> + Send + 'static) -> Response {
+    let events = messages.map(|message| {
+        let data = serde_json::to_string(&message).unwrap_or_default();
+        Ok::<_, Infallible>(Sse::default().data(data))
+    });
+    let body = SseBody::new(events).with_keep_alive::<Tick>(KeepAlive::new().interval(KEEP_ALIVE));
+    let mut response = Response::new(Body::new(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// tokio's sleep as the SSE body's keep-alive timer.
+struct Tick(Pin<Box<tokio::time::Sleep>>);
+
+impl Future for Tick {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl Timer for Tick {
+    fn reset(mut self: Pin<&mut Self>, instant: std::time::Instant) {
+        self.0.as_mut().reset(instant.into());
+    }
+
+    fn from_duration(duration: Duration) -> Self {
+        Self(Box::pin(tokio::time::sleep(duration)))
+    }
+}
+
+/// Ends a direct call in the directory however it ends (answered, cancelled, dropped).
+struct CallEnd {
+    directory: Arc<Directory>,
+    session: SessionId,
+    request: RequestId,
+}
+
+impl Drop for CallEnd {
+    fn drop(&mut self) {
+        self.directory.end_call(&self.session, &self.request);
+    }
+}
