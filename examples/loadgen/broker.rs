@@ -137,32 +137,7 @@ impl BrokerProcess {
                 anyhow::Ok(())
             }
         };
-        self.measure(concurrency, plan, call).await
-    }
-
-    /// Closed-loop `call` at `concurrency` (see [`calls::run`]), with the broker's CPU and RSS.
-    pub async fn measure<F, Fut>(
-        &self,
-        concurrency: usize,
-        plan: Plan,
-        call: F,
-    ) -> anyhow::Result<Figures>
-    where
-        F: Fn() -> Fut + Clone + Send + 'static,
-        Fut: Future<Output = anyhow::Result<()>> + Send,
-    {
-        // CPU over the measured window only, as the calls are counted: read when the warm-up
-        // ends and again when the workers have stopped.
-        let pid = self.pid();
-        let warmup = plan.warmup;
-        let at_warm = tokio::spawn(async move {
-            tokio::time::sleep(warmup).await;
-            cpu_of(pid)
-        });
-        let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
-        figures.broker_cpu = Some(self.cpu()? - at_warm.await??);
-        figures.broker_rss_mib = Some(self.rss_mib()?);
-        Ok(figures)
+        measure_process(self.pid(), concurrency, plan, call).await
     }
 
     /// [`Self::call_load`] of `echo {"message": "hello"}`, every answer checked to be "hello".
@@ -181,21 +156,46 @@ impl BrokerProcess {
         self.child.id().expect("running")
     }
 
-    /// CPU time it has used (user + system).
-    pub fn cpu(&self) -> anyhow::Result<Duration> {
-        cpu_of(self.pid())
-    }
-
     /// Its resident memory, in MiB.
     pub fn rss_mib(&self) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .context("no VmRSS")?;
-        Ok(kib / 1024.0)
+        rss_mib_of(self.pid())
     }
+}
+
+/// Closed-loop `call` at `concurrency` (see [`calls::run`]), with the CPU and RSS of the
+/// process `pid` that serves the calls.
+pub async fn measure_process<F, Fut>(
+    pid: u32,
+    concurrency: usize,
+    plan: Plan,
+    call: F,
+) -> anyhow::Result<Figures>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send,
+{
+    // CPU over the measured window only, as the calls are counted: read when the warm-up
+    // ends and again when the workers have stopped.
+    let warmup = plan.warmup;
+    let at_warm = tokio::spawn(async move {
+        tokio::time::sleep(warmup).await;
+        cpu_of(pid)
+    });
+    let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
+    figures.broker_cpu = Some(cpu_of(pid)? - at_warm.await??);
+    figures.broker_rss_mib = Some(rss_mib_of(pid)?);
+    Ok(figures)
+}
+
+/// The resident memory of a process, in MiB.
+pub fn rss_mib_of(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("no VmRSS")?;
+    Ok(kib / 1024.0)
 }
 
 /// CPU time (user + system) of a process, from /proc/PID/stat.

@@ -4,7 +4,7 @@
 //! crates.io `mcp-proxy`), in interleaved rounds, every answer checked. One broker serves both
 //! the gRPC port and the face, so the two broker paths share its process and upstream.
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use rmcp::{
     Peer, RoleClient, ServiceExt as _,
     model::CallToolRequestParams,
@@ -18,7 +18,7 @@ use toolbroker::proto::tool_broker_client::ToolBrokerClient;
 
 use crate::{
     Plan,
-    broker::BrokerProcess,
+    broker::{BrokerProcess, measure_process},
     calls, demo_config,
     direct::Direct,
     hello,
@@ -67,10 +67,12 @@ pub async fn run(plan: Plan, mcp_proxy: Option<&str>) -> anyhow::Result<()> {
             println!("{}", other.row(&format!("c={concurrency} mcp-proxy")));
             println!(
                 "c={concurrency} mcp-proxy vs direct: throughput {:.2}x, p50 {:+.3} ms; \
-                 face/mcp-proxy throughput {:.2}x",
+                 face/mcp-proxy throughput {:.2}x, cpu/call {:.1} / {:.1} µs",
                 other.rate() / direct.rate(),
                 other.ms(0.5) - direct.ms(0.5),
                 face.rate() / other.rate(),
+                face.cpu_per_call_us().unwrap_or(f64::NAN),
+                other.cpu_per_call_us().unwrap_or(f64::NAN),
             );
         }
         println!("{}", direct.row(&format!("c={concurrency} direct")));
@@ -142,10 +144,13 @@ impl OtherProxy {
         bail!("mcp-proxy at {url} did not answer: {last:?}")
     }
 
+    /// Closed-loop `demo/echo` at `concurrency`, with the CPU per call of `mcp-proxy` itself
+    /// (not of the demo server behind it).
     async fn load(&self, concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
         let peer = self.session.peer().clone();
         let call = move || mcp_call(peer.clone(), "demo/echo");
-        calls::run(concurrency, plan.warmup, plan.duration, call).await
+        let pid = self.child.id().context("mcp-proxy exited")?;
+        measure_process(pid, concurrency, plan, call).await
     }
 
     async fn stop(mut self) -> anyhow::Result<()> {
@@ -186,7 +191,7 @@ async fn grpc_load(
     plan: Plan,
 ) -> anyhow::Result<Figures> {
     let call = move || unary_echo(client.clone());
-    broker.measure(concurrency, plan, call).await
+    measure_process(broker.pid(), concurrency, plan, call).await
 }
 
 /// Closed-loop `echo` at `concurrency` on the face's session, with the broker's CPU per call.
@@ -197,7 +202,7 @@ async fn face_load(
     plan: Plan,
 ) -> anyhow::Result<Figures> {
     let call = move || mcp_echo(peer.clone());
-    broker.measure(concurrency, plan, call).await
+    measure_process(broker.pid(), concurrency, plan, call).await
 }
 
 /// `tools/call echo {"message": "hello"}` on an MCP session; the answer must be one text,

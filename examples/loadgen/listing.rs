@@ -6,7 +6,13 @@ use tonic::{client::Grpc, transport::Channel};
 use tonic_prost::ProstCodec;
 use toolbroker::proto::{ListToolsRequest, tool_broker_client::ToolBrokerClient};
 
-use crate::{Plan, broker::BrokerProcess, calls, demo_config, direct::Direct, report::Figures};
+use crate::{
+    Plan,
+    broker::{BrokerProcess, measure_process},
+    calls, demo_config,
+    direct::Direct,
+    report::Figures,
+};
 
 /// Answers of 10,000 tools are about 20 MB; tonic's default limit is 4 MiB.
 const MAX_ANSWER: usize = 64 << 20;
@@ -92,7 +98,7 @@ async fn decoded(
             anyhow::Ok(())
         }
     };
-    broker.measure(concurrency, plan, call).await
+    measure_process(broker.pid(), concurrency, plan, call).await
 }
 
 /// `tools/list` through the MCP face at concurrency 1, every page, with rmcp's client.
@@ -112,7 +118,7 @@ async fn face_list(
             anyhow::Ok(())
         }
     };
-    let figures = broker.measure(1, plan, call).await;
+    let figures = measure_process(broker.pid(), 1, plan, call).await;
     face.cancel().await?;
     figures
 }
@@ -135,5 +141,5 @@ async fn undecoded(broker: &BrokerProcess, plan: Plan) -> anyhow::Result<Figures
             anyhow::Ok(())
         }
     };
-    broker.measure(1, plan, call).await
+    measure_process(broker.pid(), 1, plan, call).await
 }

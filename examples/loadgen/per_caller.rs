@@ -20,7 +20,7 @@ use toolbroker::proto::{
 
 use crate::{
     Plan,
-    broker::{BrokerProcess, toolbroker_bin},
+    broker::{BrokerProcess, measure_process, toolbroker_bin},
     report::histogram,
 };
 
@@ -192,7 +192,7 @@ async fn echo_from_callers(
             anyhow::Ok(())
         }
     };
-    broker.measure(concurrency, plan, load).await
+    measure_process(broker.pid(), concurrency, plan, load).await
 }
 
 /// The broker's RSS with `sessions` idle per-caller sessions open, against none.

@@ -18,7 +18,12 @@ use toolbroker::{
     proto::{ListServersRequest, ListToolsRequest, SearchToolsRequest, Tool},
 };
 
-use crate::{Plan, broker::BrokerProcess, demo_config, report::histogram};
+use crate::{
+    Plan,
+    broker::{BrokerProcess, measure_process},
+    demo_config,
+    report::histogram,
+};
 
 /// Answers of 10,000 tools are about 20 MB; tonic's default limit is 4 MiB.
 const MAX_ANSWER: usize = 64 << 20;
@@ -100,33 +105,31 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
     for concurrency in [1, 16] {
         let baseline = {
             let client = client.clone();
-            broker
-                .measure(concurrency, plan, move || {
-                    let mut client = client.clone();
-                    async move {
-                        client.list_servers(ListServersRequest::default()).await?;
-                        anyhow::Ok(())
-                    }
-                })
-                .await?
+            measure_process(broker.pid(), concurrency, plan, move || {
+                let mut client = client.clone();
+                async move {
+                    client.list_servers(ListServersRequest::default()).await?;
+                    anyhow::Ok(())
+                }
+            })
+            .await?
         };
         println!("{}", baseline.row(&format!("ListServers c={concurrency}")));
         let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let searching = {
             let client = client.clone();
-            broker
-                .measure(concurrency, plan, move || {
-                    let mut client = client.clone();
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    async move {
-                        let found = client
-                            .search_tools(search(QUERIES[i % QUERIES.len()]))
-                            .await?;
-                        anyhow::ensure!(!found.into_inner().matches.is_empty(), "no match");
-                        anyhow::Ok(())
-                    }
-                })
-                .await?
+            measure_process(broker.pid(), concurrency, plan, move || {
+                let mut client = client.clone();
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async move {
+                    let found = client
+                        .search_tools(search(QUERIES[i % QUERIES.len()]))
+                        .await?;
+                    anyhow::ensure!(!found.into_inner().matches.is_empty(), "no match");
+                    anyhow::Ok(())
+                }
+            })
+            .await?
         };
         println!("{}", searching.row(&format!("SearchTools c={concurrency}")));
         println!(

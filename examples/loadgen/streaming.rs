@@ -12,7 +12,7 @@ use toolbroker::proto::{
 
 use crate::{
     Plan,
-    broker::BrokerProcess,
+    broker::{BrokerProcess, measure_process},
     demo_config,
     report::{Figures, median},
 };
@@ -77,7 +77,7 @@ async fn load(
             }
         }
     };
-    broker.measure(concurrency, plan, call).await
+    measure_process(broker.pid(), concurrency, plan, call).await
 }
 
 /// CallTool `echo`, its answer checked.
