@@ -590,6 +590,105 @@ async fn versions_origins_and_trace_context_are_handled_as_the_spec_says() {
     assert_eq!(meta["traceparent"], traceparent);
 }
 
+/// A raw session on `url` (initialized), and the headers each of its requests carries.
+async fn raw_session(url: &str) -> Vec<(&'static str, String)> {
+    let (_, answer, headers) = post(url, &[], initialize("2025-11-25")).await;
+    assert!(answer.is_some());
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let common = vec![
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", "2025-11-25".to_owned()),
+    ];
+    let borrowed: Vec<_> = common.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post(url, &borrowed, initialized).await;
+    assert_eq!(status, 202);
+    common
+}
+
+#[tokio::test]
+async fn a_call_answered_directly_is_plain_json_unless_something_comes_before_its_answer() {
+    let (_broker, url) = face(|b| b).await;
+    let common = raw_session(&url).await;
+    let headers = |extra: &[(&'static str, &'static str)]| {
+        let mut all: Vec<(&str, &str)> = common.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        all.extend_from_slice(extra);
+        all
+    };
+    let echo = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "d_echo", "arguments": {"message": "plain"}}})
+    };
+    let content_type =
+        |headers: &reqwest::header::HeaderMap| headers["content-type"].to_str().unwrap().to_owned();
+
+    // Nothing before the answer: one JSON object.
+    let (status, answer, response) = post(&url, &headers(&[]), echo(2)).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type(&response), "application/json");
+    let answer = answer.unwrap();
+    assert_eq!(answer["id"], 2);
+    assert_eq!(answer["result"]["content"][0]["text"], "plain");
+
+    // What the face does not take itself (here a browser's origin) rmcp answers, the same.
+    let (status, answer, response) = post(
+        &url,
+        &headers(&[("origin", "http://localhost:3000")]),
+        echo(3),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type(&response), "text/event-stream");
+    assert_eq!(answer.unwrap()["result"]["content"][0]["text"], "plain");
+
+    // Progress first: an SSE stream, the progress events in order, the answer last.
+    let slow = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "d_sleep", "arguments": {"ms": 200, "steps": 2},
+        "_meta": {"progressToken": "p-4"}}});
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    let response = headers(&[])
+        .into_iter()
+        .fold(response, |request, (name, value)| {
+            request.header(name, value)
+        })
+        .body(slow.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content_type(response.headers()), "text/event-stream");
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect();
+    let methods: Vec<_> = events
+        .iter()
+        .map(|event| event["method"].as_str().unwrap_or("(answer)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/progress",
+            "(answer)"
+        ],
+        "{text}"
+    );
+    assert_eq!(events[0]["params"]["progressToken"], "p-4");
+    assert_eq!(events[2]["id"], 4);
+    assert_ne!(events[2]["result"]["isError"], true, "{text}");
+
+    // A session the face does not know is rmcp's to refuse.
+    let mut unknown = headers(&[]);
+    unknown[0].1 = "no-such-session";
+    let (status, _, _) = post(&url, &unknown, echo(5)).await;
+    assert_eq!(status, 404);
+}
+
 #[tokio::test]
 async fn the_python_sdk_client_lists_calls_and_sees_progress() {
     let (_broker, url) = face(|b| b).await;

@@ -19,7 +19,13 @@ mod session;
 mod tool_list;
 mod views;
 
-use std::{convert::Infallible, net::SocketAddr, sync::Arc};
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use anyhow::Context as _;
 use axum::{
@@ -32,12 +38,18 @@ use axum::{
     routing::get,
     serve::ListenerExt as _,
 };
-use futures::StreamExt as _;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{audit::AuditLog, auth::Gate, broker::Broker, in_flight::InFlight};
+use crate::{
+    audit::AuditLog,
+    auth::Gate,
+    broker::Broker,
+    in_flight::{Held, InFlight},
+};
 
 use direct_calls::DirectCalls;
 use face_sessions::FaceSessions;
@@ -80,13 +92,35 @@ async fn counted(State(in_flight): State<InFlight>, request: Request, next: Next
     }
     let held = in_flight.hold();
     let response = next.run(request).await;
-    response.map(|body| {
-        let frames = body.into_data_stream().map(move |frame| {
-            let _held = &held;
-            frame
-        });
-        Body::from_stream(frames)
-    })
+    response.map(|body| Body::new(HeldBody { body, _held: held }))
+}
+
+/// A response body that keeps its call counted in flight until it is dropped, with its length
+/// as it was: hyper sends a body of known length with its headers in one write, where a
+/// chunked one (a stream's) takes a second for its end.
+struct HeldBody {
+    body: Body,
+    _held: Held,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Serves the MCP face on `addr` until `parts.closing`; the address it listens on.
