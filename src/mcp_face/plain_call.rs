@@ -37,7 +37,7 @@ pub struct PlainCall {
 
 /// The session a POST with `headers` belongs to, if its headers are plain: JSON in, JSON and
 /// SSE accepted, a known length, a protocol version with sessions, no `Origin`, no SEP-2243
-/// headers, and (on a face bound to `loopback`) a loopback host.
+/// headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`: rmcp checks them against the body), and (on a face bound to `loopback`) a loopback host.
 pub fn session_of(headers: &HeaderMap, loopback: bool) -> Option<SessionId> {
     let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let essence = |value: &str| {
@@ -59,6 +59,9 @@ pub fn session_of(headers: &HeaderMap, loopback: bool) -> Option<SessionId> {
         && !headers.contains_key(header::ORIGIN)
         && !headers.contains_key("mcp-method")
         && !headers.contains_key("mcp-name")
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"))
         && (!loopback || LOOPBACK_HOSTS.contains(&host_name(host)));
     let session = text("mcp-session-id")?;
     plain.then(|| SessionId::from(session))
@@ -115,7 +118,7 @@ mod tests {
             let expected = (host != "LOCALHOST:1").then_some("s-1");
             assert_eq!(session_of(&headers, true).as_deref(), expected, "{host}");
         }
-        let changed: [(&str, Option<&'static str>); 11] = [
+        let changed: [(&str, Option<&'static str>); 12] = [
             ("mcp-session-id", None),
             ("content-length", None),
             ("content-length", Some("2000000")),
@@ -126,6 +129,7 @@ mod tests {
             ("mcp-protocol-version", None),
             ("origin", Some("http://localhost:3000")),
             ("mcp-method", Some("tools/call")),
+            ("mcp-param-message", Some("hi")),
             ("host", Some("example.com")),
         ];
         for (name, value) in changed {
