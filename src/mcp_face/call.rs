@@ -17,16 +17,17 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest, ElicitRequest,
         ElicitResult, ElicitationAction, Extensions, LoggingMessageNotification,
-        ProgressNotification, ProgressNotificationParam, ProgressToken, ServerNotification,
-        ServerRequest,
+        ProgressNotification, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+        ServerNotification, ServerRequest,
     },
 };
 use serde_json::{Map, Value};
+use tracing::Instrument as _;
 
 use super::{
     Face,
     relay::Relay,
-    request::{FaceCaller, refused_call},
+    request::{FaceCaller, incoming_trace, refused_call, server_span},
 };
 use crate::{
     auth::Caller,
@@ -39,19 +40,42 @@ use crate::{
 
 /// Where one call came from and where what happens during it goes.
 #[derive(Clone, Copy)]
-pub struct CallSource<'a> {
+struct CallSource<'a> {
     /// The request's extensions: its HTTP parts, with the caller the gate admitted.
-    pub extensions: &'a Extensions,
+    extensions: &'a Extensions,
     /// The client's progress token, if it wants progress.
-    pub progress: Option<&'a ProgressToken>,
+    progress: Option<&'a ProgressToken>,
     /// The way back to the client.
-    pub relay: Relay<'a>,
+    relay: Relay<'a>,
 }
 
 impl Face {
+    /// One `tools/call` with its `_meta` and the request's `extensions`, in its server span
+    /// (continuing the client's trace), with what the server sends meanwhile going to `relay`.
+    pub(super) async fn traced_call(
+        &self,
+        request: CallToolRequestParams,
+        meta: &RequestMetaObject,
+        extensions: &Extensions,
+        relay: Relay<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let incoming = incoming_trace(meta, extensions);
+        let (span, trace_id) = server_span("tools/call", &incoming);
+        span.record("tool", &*request.name);
+        let progress = meta.get_progress_token();
+        let source = CallSource {
+            extensions,
+            progress: progress.as_ref(),
+            relay,
+        };
+        self.call(request, source, &incoming, trace_id)
+            .instrument(span)
+            .await
+    }
+
     /// One `tools/call`: checked, audited, run as a streaming broker call with what the
     /// server sends meanwhile relayed to the client.
-    pub(super) async fn call(
+    async fn call(
         &self,
         request: CallToolRequestParams,
         source: CallSource<'_>,

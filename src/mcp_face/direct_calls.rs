@@ -32,15 +32,12 @@ use rmcp::{
 use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
 
 use super::{
     Face,
-    call::CallSource,
     directory::Directory,
     plain_call::{self, PlainCall},
     relay::{AnswerStream, Relay},
-    request::{incoming_trace, server_span},
 };
 
 /// How often an SSE answer that is still running sends a comment, so that proxies keep it.
@@ -120,21 +117,14 @@ impl DirectCalls {
             let _ended = ended;
             let PlainCall { id, mut params, .. } = call;
             let meta = params.meta.take().unwrap_or_default();
-            let incoming = incoming_trace(&meta, &extensions);
-            let (span, trace_id) = server_span("tools/call", &incoming);
-            span.record("tool", &*params.name);
-            let progress = meta.get_progress_token();
-            let source = CallSource {
-                extensions: &extensions,
-                progress: progress.as_ref(),
-                relay: Relay::Stream(&answers),
-            };
+            let relay = Relay::Stream(&answers);
+            let call = face.traced_call(params, &meta, &extensions, relay);
             // A call the client cancelled gets no answer, as the spec asks of its receiver;
             // one still running when the face closes gets none either.
             let answered = tokio::select! {
                 () = cancel.cancelled() => None,
                 () = closing.cancelled() => None,
-                answer = face.call(params, source, &incoming, trace_id).instrument(span) => Some(answer),
+                answer = call => Some(answer),
             };
             if let Some(answer) = answered {
                 let message = match answer {

@@ -56,10 +56,6 @@ impl FaceSessions {
         tokio::spawn(sweep(Arc::downgrade(&sessions), closing));
         sessions
     }
-
-    fn directory(&self) -> &Arc<Directory> {
-        &self.directory
-    }
 }
 
 /// Closes the sessions idle for [`IDLE`] every [`SWEEP`], until `closing` or the sessions are
@@ -73,7 +69,7 @@ async fn sweep(sessions: Weak<FaceSessions>, closing: CancellationToken) {
         let Some(sessions) = sessions.upgrade() else {
             return;
         };
-        for id in sessions.directory().idle(Instant::now(), IDLE) {
+        for id in sessions.directory.idle(Instant::now(), IDLE) {
             tracing::debug!(session = %id, "MCP face session idle: closed");
             let _ = sessions.close_session(&id).await;
         }
@@ -108,7 +104,7 @@ impl SessionManager for FaceSessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;
-        self.directory().open(&id);
+        self.directory.open(&id);
         Ok((id, transport))
     }
 
@@ -117,7 +113,7 @@ impl SessionManager for FaceSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.directory().touch(id);
+        self.directory.touch(id);
         self.inner.initialize_session(id, message).await
     }
 
@@ -126,7 +122,7 @@ impl SessionManager for FaceSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.directory().close(id);
+        self.directory.close(id);
         self.inner.close_session(id).await
     }
 
@@ -135,7 +131,7 @@ impl SessionManager for FaceSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.directory().touch(id);
+        self.directory.touch(id);
         self.inner.create_stream(id, message).await
     }
 
@@ -144,7 +140,7 @@ impl SessionManager for FaceSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        let directory = self.directory();
+        let directory = &self.directory;
         directory.touch(id);
         let message = match message {
             ClientJsonRpcMessage::Response(JsonRpcResponse {
@@ -194,7 +190,7 @@ impl SessionManager for FaceSessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.create_standalone_stream(id).await?;
-        let open = OpenStream::new(self.directory(), id);
+        let open = OpenStream::new(&self.directory, id);
         Ok(stream.inspect(move |_| {
             let _ = &open;
         }))
@@ -206,7 +202,7 @@ impl SessionManager for FaceSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.resume(id, last_event_id).await?;
-        let open = OpenStream::new(self.directory(), id);
+        let open = OpenStream::new(&self.directory, id);
         Ok(stream.inspect(move |_| {
             let _ = &open;
         }))

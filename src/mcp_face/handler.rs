@@ -23,15 +23,13 @@ use rmcp::{
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
 
 use super::{
-    call::CallSource,
     changes, convert,
     directory::Directory,
     face_sessions::SessionKey,
     relay::Relay,
-    request::{Asker, FaceCaller, incoming_trace, refused_request, server_span},
+    request::{Asker, FaceCaller, refused_request},
     session::Session,
     tool_list::ToolList,
 };
@@ -161,20 +159,12 @@ impl ServerHandler for Face {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let incoming = incoming_trace(&context.meta, &context.extensions);
-        let (span, trace_id) = server_span("tools/call", &incoming);
-        span.record("tool", &*request.name);
-        let progress = context.meta.get_progress_token();
-        let source = CallSource {
-            extensions: &context.extensions,
-            progress: progress.as_ref(),
-            relay: Relay::Peer(&context.peer),
-        };
-        let call = self.call(request, source, &incoming, trace_id);
+        let relay = Relay::Peer(&context.peer);
+        let call = self.traced_call(request, &context.meta, &context.extensions, relay);
         tokio::select! {
             // The client cancelled: the call is dropped, which cancels it upstream.
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
-            answer = call.instrument(span) => answer,
+            answer = call => answer,
         }
     }
 
