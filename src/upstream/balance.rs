@@ -9,7 +9,7 @@ use std::sync::{
 use rmcp::{RoleClient, service::Peer};
 use tokio::sync::Notify;
 
-use super::{faults::Faults, interactions::Interactions};
+use super::{call_lane::CallLane, faults::Faults, interactions::Interactions};
 
 /// The call side of one replica's session. Clones share its in-flight count.
 #[derive(Clone, Debug)]
@@ -22,6 +22,8 @@ pub struct Replica {
     pub(super) faults: Faults,
     /// Where what the server sends during calls is routed.
     pub(super) interactions: Arc<Interactions>,
+    /// Where tool calls are sent when not through rmcp's peer (stdio).
+    pub(super) lane: Option<Arc<CallLane>>,
     /// Calls sent on this session and not yet answered.
     in_flight: Arc<AtomicUsize>,
 }
@@ -33,12 +35,14 @@ impl Replica {
         suspect: Arc<Notify>,
         faults: Faults,
         interactions: Arc<Interactions>,
+        lane: Option<Arc<CallLane>>,
     ) -> Self {
         Self {
             peer,
             suspect,
             faults,
             interactions,
+            lane,
             in_flight: Arc::default(),
         }
     }

@@ -43,16 +43,21 @@ impl CallIds {
     }
 }
 
-/// The members of a JSON-RPC message that say what it is, the result left undecoded.
+/// The members of a JSON-RPC message that say what it is, its result or error left undecoded.
 #[derive(Deserialize)]
-struct Envelope<'a> {
+pub struct Envelope<'a> {
     #[allow(dead_code)] // Decoding it checks the version.
     jsonrpc: JsonRpcVersion2_0,
-    id: Option<RequestId>,
-    method: Option<IgnoredAny>,
+    /// The request's id (`None` in a notification).
+    pub id: Option<RequestId>,
+    /// Present in a request or notification.
+    pub method: Option<IgnoredAny>,
+    /// An answer's result.
     #[serde(borrow)]
-    result: Option<&'a RawValue>,
-    error: Option<IgnoredAny>,
+    pub result: Option<&'a RawValue>,
+    /// An answer's error.
+    #[serde(borrow)]
+    pub error: Option<&'a RawValue>,
 }
 
 /// `line` as the answer to one of `calls`, decoded as a `CallToolResult`; `None` when it is

@@ -163,10 +163,9 @@ async fn start_stdio(
 ) -> Result<Started, StartError> {
     let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)?;
     let (changes, interactions, handler) = parts(spec, purpose);
-    let transport = Tapped::new(
-        PipeTransport::new(pipes.stdout, pipes.stdin),
-        interactions.clone(),
-    );
+    let pipe = PipeTransport::new(pipes.stdout, pipes.stdin);
+    let lane = pipe.lane();
+    let transport = Tapped::new(pipe, interactions.clone());
     let startup = async {
         let service = tokio::select! {
             service = handler.serve(transport) => service
@@ -189,7 +188,8 @@ async fn start_stdio(
                 Transport::Stdio,
                 faults,
             )
-            .with_launch_digest(launch_digest(launch));
+            .with_launch_digest(launch_digest(launch))
+            .with_lane(lane);
             Ok((session, listing))
         }
         Ok(Err(failure)) => Err(fail(child, failure).await),

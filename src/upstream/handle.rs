@@ -7,6 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures::future::Either;
 use rmcp::{
     RoleClient,
     model::{
@@ -239,22 +240,36 @@ impl Upstream {
         conversation: Option<Conversation>,
         span: &Span,
     ) -> Result<CallToolResult, RequestError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        // Given as the request's meta (not the params'), rmcp merges it with its own keys.
-        let options = PeerRequestOptions::no_options().with_meta(meta);
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
         let registration = replica.interactions.begin(conversation);
-        // rmcp's request futures are kilobytes: boxed, they are not copied at every await
-        // of every future above this one (docs/performance.md, "Large futures").
-        let handle = Box::pin(replica.peer.send_request_with_option(request, options))
-            .await
-            .map_err(|e| self.classify(replica, None, e))?;
-        registration.sent(&handle.id, &handle.progress_token);
-        span.record("jsonrpc.request.id", field::display(&handle.id));
-        let id = handle.id.clone();
+        let (id, response) = match &replica.lane {
+            Some(lane) => {
+                let mut sent = lane
+                    .send(params, meta)
+                    .await
+                    .map_err(|e| self.classify(replica, None, e))?;
+                registration.sent(&sent.id, &sent.progress);
+                let id = sent.id.clone();
+                (id, Either::Left(async move { sent.answer().await }))
+            }
+            None => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                // Given as the request's meta (not the params'), rmcp merges it with its own
+                // keys.
+                let options = PeerRequestOptions::no_options().with_meta(meta);
+                // rmcp's request futures are kilobytes: boxed, they are not copied at every
+                // await of every future above this one (docs/performance.md, "Large futures").
+                let handle = Box::pin(replica.peer.send_request_with_option(request, options))
+                    .await
+                    .map_err(|e| self.classify(replica, None, e))?;
+                registration.sent(&handle.id, &handle.progress_token);
+                let id = handle.id.clone();
+                (id, Either::Right(Box::pin(handle.await_response())))
+            }
+        };
+        span.record("jsonrpc.request.id", field::display(&id));
         let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
-        let response = Box::pin(handle.await_response());
         let answer = match pulse {
             None => tokio::time::timeout(timing.timeout, response).await.ok(),
             Some(pulse) => pulse.within(timing, response).await,

@@ -4,6 +4,7 @@
 
 mod balance;
 mod call_answers;
+mod call_lane;
 mod classify;
 pub mod connect;
 mod detect;

@@ -1,7 +1,10 @@
 //! The transport to a stdio server: newline-delimited JSON-RPC over its pipes, as rmcp's
 //! `AsyncRwTransport`, with two differences that pay under load (docs/performance.md):
-//! - answers to `tools/call` are decoded by the method sent ([`call_answers`]); every other
-//!   line goes through rmcp's own codec, so what it accepts, skips or refuses is unchanged;
+//! - `tools/call` requests of the session's [`CallLane`] are written by their callers and
+//!   their answers handed straight to them, beside rmcp's service loop;
+//! - answers to the `tools/call` requests rmcp sends are decoded by the method sent
+//!   ([`call_answers`]); every other line goes through rmcp's own codec, so what it accepts,
+//!   skips or refuses is unchanged;
 //! - messages sent while a write is under way go out together in the next write, instead of
 //!   one write (and one wait for the writer's lock) each.
 //!
@@ -9,20 +12,24 @@
 
 use std::{
     io,
+    pin::Pin,
     sync::{Arc, Mutex},
 };
 
 use bytes::BytesMut;
 use rmcp::{
     RoleClient,
-    model::ErrorData,
+    model::{ClientJsonRpcMessage, ErrorData},
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::{Transport, async_rw::JsonRpcMessageCodec, async_rw::JsonRpcMessageCodecError},
 };
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio_util::codec::Decoder as _;
 
-use super::call_answers::{CallIds, call_answer};
+use super::{
+    call_answers::{CallIds, call_answer},
+    call_lane::{CallLane, Outbox},
+};
 
 /// Read buffer size: most answers fit in one read.
 const READ_BUFFER: usize = 64 * 1024;
@@ -39,21 +46,35 @@ pub struct PipeTransport<R, W> {
     codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleClient>>,
     calls: CallIds,
     writer: Arc<Writer<W>>,
+    lane: Arc<CallLane>,
 }
 
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> PipeTransport<R, W> {
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> PipeTransport<R, W> {
     /// A transport reading `read` and writing `write`.
     pub fn new(read: R, write: W) -> Self {
+        let writer = Arc::new(Writer {
+            queue: Mutex::new(Queue::default()),
+            pipe: tokio::sync::Mutex::new(Some(write)),
+        });
         Self {
             read: BufReader::with_capacity(READ_BUFFER, read),
             line: Vec::new(),
             codec: JsonRpcMessageCodec::default(),
             calls: CallIds::default(),
-            writer: Arc::new(Writer {
-                queue: Mutex::new(Queue::default()),
-                pipe: tokio::sync::Mutex::new(Some(write)),
-            }),
+            lane: CallLane::new(writer.clone()),
+            writer,
         }
+    }
+
+    /// The lane for the session's `tools/call` requests.
+    pub fn lane(&self) -> Arc<CallLane> {
+        self.lane.clone()
+    }
+}
+
+impl<R, W> Drop for PipeTransport<R, W> {
+    fn drop(&mut self) {
+        self.lane.close();
     }
 }
 
@@ -99,8 +120,8 @@ where
                     );
                     // Not awaited here: `receive` may be cancelled, and a write cut short
                     // would corrupt the stream.
-                    if self.writer.queue(&reply).is_ok() {
-                        tokio::spawn(self.writer.clone().flush());
+                    if self.writer.push(&reply).is_ok() {
+                        tokio::spawn(self.writer.clone().write_queued());
                     }
                 } else {
                     tracing::debug!("ignoring an unparsable incoming message: {e}");
@@ -127,11 +148,11 @@ where
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         self.calls.sent(&item);
-        let queued = self.writer.queue(&item);
+        let queued = self.writer.push(&item);
         let writer = self.writer.clone();
         async move {
             queued?;
-            writer.flush().await
+            writer.write_queued().await
         }
     }
 
@@ -139,14 +160,18 @@ where
         loop {
             match self.read_line().await {
                 Ok(true) => {}
-                Ok(false) => return None,
+                Ok(false) => {
+                    self.lane.close();
+                    return None;
+                }
                 Err(e) => {
                     tracing::error!("error reading from the server: {e}");
+                    self.lane.close();
                     return None;
                 }
             }
             let line = trim_line_end(&self.line);
-            if line.is_empty() {
+            if line.is_empty() || self.lane.take(line) {
                 self.line.clear();
                 continue;
             }
@@ -166,12 +191,16 @@ where
             match message {
                 Ok(Some(message)) => return Some(message),
                 Ok(None) => continue,
-                Err(()) => return None,
+                Err(()) => {
+                    self.lane.close();
+                    return None;
+                }
             }
         }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        self.lane.close();
         let mut pipe = self.writer.pipe.lock().await;
         if let Some(mut pipe) = pipe.take() {
             pipe.shutdown().await.ok();
@@ -202,7 +231,7 @@ struct Queue {
 
 impl<W: AsyncWrite + Unpin + Send> Writer<W> {
     /// Appends `message` and its newline to the queue.
-    fn queue(&self, message: &TxJsonRpcMessage<RoleClient>) -> io::Result<()> {
+    fn push(&self, message: &TxJsonRpcMessage<RoleClient>) -> io::Result<()> {
         let mut queue = self.queue.lock().expect("not poisoned");
         if let Some(kind) = queue.failed {
             return Err(io::Error::new(
@@ -221,7 +250,7 @@ impl<W: AsyncWrite + Unpin + Send> Writer<W> {
 
     /// Writes everything queued, including what others queued meanwhile: a sender that finds
     /// its message already written by another returns at once.
-    async fn flush(self: Arc<Self>) -> io::Result<()> {
+    async fn write_queued(self: Arc<Self>) -> io::Result<()> {
         let mut pipe = self.pipe.lock().await;
         let Some(pipe) = pipe.as_mut() else {
             return Err(io::Error::new(
@@ -258,6 +287,16 @@ impl<W: AsyncWrite + Unpin + Send> Writer<W> {
                 batch = Vec::new();
             }
         }
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Outbox for Writer<W> {
+    fn queue(&self, message: &ClientJsonRpcMessage) -> io::Result<()> {
+        self.push(message)
+    }
+
+    fn flush(self: Arc<Self>) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send>> {
+        Box::pin(self.write_queued())
     }
 }
 

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::ClientRequest,
+    model::{ClientRequest, ProtocolVersion},
     service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken, ServiceError},
 };
 use tokio::{sync::Notify, task::JoinHandle};
@@ -14,6 +14,7 @@ use super::{handler::Changes, interactions::Interactions, offers_list};
 
 use super::{
     balance::Replica,
+    call_lane::CallLane,
     classify::lacked_token,
     explain::explain,
     faults::Faults,
@@ -52,6 +53,8 @@ pub struct Session {
     pub headers: Option<SharedHeaders>,
     /// The fingerprint of the process's launch (stdio).
     pub launch_digest: Option<u64>,
+    /// Where its tool calls go, when not through rmcp (stdio).
+    lane: Option<Arc<CallLane>>,
 }
 
 /// How rmcp's session loop ended.
@@ -81,12 +84,28 @@ impl Session {
             faults,
             headers: None,
             launch_digest: None,
+            lane: None,
         }
     }
 
     /// The session's request headers, for a caller whose values change to replace.
     pub(super) fn with_headers(mut self, headers: SharedHeaders) -> Self {
         self.headers = Some(headers);
+        self
+    }
+
+    /// Tool calls sent on `lane`, on a protocol with a handshake (calls of a later one carry
+    /// per-request metadata that rmcp adds, so they stay with rmcp).
+    pub(super) fn with_lane(mut self, lane: Arc<CallLane>) -> Self {
+        let version = self
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.clone());
+        if version.is_some_and(|version| {
+            version.has_initialize() && version < ProtocolVersion::V_2026_07_28
+        }) {
+            self.lane = Some(lane);
+        }
         self
     }
 
@@ -103,6 +122,7 @@ impl Session {
             self.suspect.clone(),
             self.faults.clone(),
             self.interactions.clone(),
+            self.lane.clone(),
         )
     }
 
