@@ -385,6 +385,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn lane_calls_are_answered_beside_rmcp_and_end_with_the_stream() {
+        let (ours, theirs) = duplex(1 << 16);
+        let (our_read, our_write) = tokio::io::split(ours);
+        let (their_read, mut their_write) = tokio::io::split(theirs);
+        let mut transport = PipeTransport::new(our_read, our_write);
+        let lane = transport.lane();
+        let params = CallToolRequestParams::new("echo");
+        let mut sent = lane.send(params, Default::default()).await.expect("sent");
+        let mut lines = BufReader::new(their_read).lines();
+        let line = lines.next_line().await.expect("read").expect("a line");
+        let request: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(request["method"], "tools/call");
+        let id = request["id"].as_i64().expect("a number id");
+        // The answer goes to the lane's caller; rmcp's side sees only the notification.
+        let wire = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}}\n"
+        );
+        their_write.write_all(wire.as_bytes()).await.expect("written");
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+        assert!(matches!(
+            sent.answer().await,
+            Ok(ServerResult::CallToolResult(_))
+        ));
+        // A call waiting when the stream ends learns that its session closed.
+        let mut waiting = lane
+            .send(CallToolRequestParams::new("echo"), Default::default())
+            .await
+            .expect("sent");
+        drop((their_write, lines));
+        assert!(transport.receive().await.is_none());
+        assert!(matches!(
+            waiting.answer().await,
+            Err(rmcp::service::ServiceError::TransportClosed)
+        ));
+    }
+
+    #[tokio::test]
     async fn a_closed_transport_refuses_to_send() {
         let (ours, _theirs) = duplex(1024);
         let (read, write) = tokio::io::split(ours);
