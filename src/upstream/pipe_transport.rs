@@ -403,7 +403,10 @@ mod tests {
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n\
              {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}}\n"
         );
-        their_write.write_all(wire.as_bytes()).await.expect("written");
+        their_write
+            .write_all(wire.as_bytes())
+            .await
+            .expect("written");
         assert!(matches!(
             transport.receive().await,
             Some(JsonRpcMessage::Notification(_))
