@@ -306,7 +306,10 @@ mod tests {
         CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcMessage, NumberOrString,
         ServerResult,
     };
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, duplex};
+    use tokio::io::{
+        AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream, ReadHalf, WriteHalf,
+        duplex,
+    };
 
     use super::*;
 
@@ -321,12 +324,29 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn calls_go_out_as_lines_and_their_answers_come_back_as_tool_results() {
+    /// The ends of an in-memory pipe.
+    type PipeReader = ReadHalf<DuplexStream>;
+    type PipeWriter = WriteHalf<DuplexStream>;
+
+    /// A transport over an in-memory pipe, and the server's ends of it.
+    fn connected() -> (
+        PipeTransport<PipeReader, PipeWriter>,
+        PipeReader,
+        PipeWriter,
+    ) {
         let (ours, theirs) = duplex(1 << 20);
         let (our_read, our_write) = tokio::io::split(ours);
-        let (their_read, mut their_write) = tokio::io::split(theirs);
-        let mut transport = PipeTransport::new(our_read, our_write);
+        let (their_read, their_write) = tokio::io::split(theirs);
+        (
+            PipeTransport::new(our_read, our_write),
+            their_read,
+            their_write,
+        )
+    }
+
+    #[tokio::test]
+    async fn calls_go_out_as_lines_and_their_answers_come_back_as_tool_results() {
+        let (mut transport, their_read, mut their_write) = connected();
         // Two sends, flushed by one writer: both lines arrive, in order.
         let first = transport.send(call(1, "a"));
         let second = transport.send(call(2, "b"));
@@ -386,10 +406,7 @@ mod tests {
 
     #[tokio::test]
     async fn lane_calls_are_answered_beside_rmcp_and_end_with_the_stream() {
-        let (ours, theirs) = duplex(1 << 16);
-        let (our_read, our_write) = tokio::io::split(ours);
-        let (their_read, mut their_write) = tokio::io::split(theirs);
-        let mut transport = PipeTransport::new(our_read, our_write);
+        let (mut transport, their_read, mut their_write) = connected();
         let lane = transport.lane();
         let params = CallToolRequestParams::new("echo");
         let mut sent = lane.send(params, Default::default()).await.expect("sent");
