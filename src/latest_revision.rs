@@ -18,15 +18,16 @@ impl<T> Default for LatestRevision<T> {
 }
 
 impl<T: Clone> LatestRevision<T> {
-    /// The value of `revision`: the kept one, or `derive()`'s, which replaces it.
-    pub fn get(&self, revision: u64, derive: impl FnOnce() -> T) -> T {
+    /// The value of `revision`: the kept one, or `derive(earlier)`'s, which replaces it
+    /// (`earlier` is the value of the revision kept until now, for what can be reused).
+    pub fn get(&self, revision: u64, derive: impl FnOnce(Option<&T>) -> T) -> T {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((kept, value)) = &*current
             && *kept == revision
         {
             return value.clone();
         }
-        let value = derive();
+        let value = derive(current.as_ref().map(|(_, value)| value));
         *current = Some((revision, value.clone()));
         value
     }
@@ -41,12 +42,12 @@ mod tests {
         let cache = LatestRevision::default();
         let mut derived = 0;
         let mut get = |revision| {
-            cache.get(revision, || {
+            cache.get(revision, |earlier: Option<&u64>| {
                 derived += 1;
-                revision * 10
+                revision * 10 + earlier.copied().unwrap_or_default()
             })
         };
-        assert_eq!((get(1), get(1), get(2), get(2)), (10, 10, 20, 20));
+        assert_eq!((get(1), get(1), get(2), get(2)), (10, 10, 30, 30));
         assert_eq!(derived, 2);
     }
 }

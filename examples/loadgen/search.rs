@@ -15,7 +15,9 @@ use toolbroker::{
         search::SearchIndex,
         tool::{Annotations, ExposedTool, ToolSpec},
     },
-    proto::{ListServersRequest, ListToolsRequest, SearchToolsRequest, Tool},
+    proto::{
+        EncodedTools, ListServersRequest, ListToolsRequest, SearchToolsRequest, Tool, ToolField,
+    },
 };
 
 use crate::{
@@ -57,12 +59,15 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         .tools;
     let tools: Vec<ExposedTool> = listed.iter().map(exposed).collect();
 
+    // The broker reads the parameters' texts from the revision's encoded tools.
+    let encoded = EncodedTools::new(listed.iter().cloned().map(ToolField::Encode), 1);
     let builds = if plan.quick { 2 } else { 10 };
     let mut took = Vec::with_capacity(builds);
     let mut index = None;
     for _ in 0..builds {
         let started = Instant::now();
-        index = Some(SearchIndex::build(&tools));
+        let documents = (tools.iter().enumerate()).map(|(i, t)| (t, encoded.param_texts(i)));
+        index = Some(SearchIndex::build(documents));
         took.push(started.elapsed());
     }
     took.sort();

@@ -143,7 +143,7 @@ mod tests {
                 "additionalProperties": false
             })
         );
-        let params: Vec<&str> = shaped.params.iter().map(|p| p.name.as_str()).collect();
+        let params: Vec<String> = shaped.params().into_iter().map(|p| p.name).collect();
         assert_eq!(params, ["query"]);
         assert!(!shaped.input_schema_json.contains("org"));
         assert_eq!(shaped.original.as_str(), "search_code");

@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use bm25::{DefaultTokenizer, Language, Tokenizer as _};
 use fnv::FnvHashMap;
 
-use super::tool::ExposedTool;
+use super::tool::{ExposedTool, ToolSpec};
 
 /// Name words count this many times: a tool named for the task beats one that mentions it.
 const NAME_WEIGHT: usize = 2;
@@ -132,8 +132,20 @@ pub fn split_words(text: &str) -> String {
     out
 }
 
+/// A parameter's name and description, as the index reads them.
+pub type ParamText = (String, String);
+
+/// The names and descriptions of `spec`'s parameters, converted from its schema (the
+/// broker reads them from the revision's encoded tools instead, which is cheaper).
+pub fn param_texts(spec: &ToolSpec) -> Vec<ParamText> {
+    spec.params()
+        .into_iter()
+        .map(|param| (param.name, param.description))
+        .collect()
+}
+
 /// What is indexed of one tool, written into `text`.
-fn document(tool: &ExposedTool, text: &mut String) {
+fn document(tool: &ExposedTool, params: &[ParamText], text: &mut String) {
     let spec = &tool.spec;
     text.clear();
     for _ in 0..NAME_WEIGHT {
@@ -145,11 +157,11 @@ fn document(tool: &ExposedTool, text: &mut String) {
         text.push_str(". ");
     }
     text.push_str(&spec.description);
-    for param in spec.params.iter() {
+    for (name, description) in params {
         text.push_str(". ");
-        text.push_str(&param.name);
+        text.push_str(name);
         text.push(' ');
-        text.push_str(&param.description);
+        text.push_str(description);
     }
 }
 
@@ -164,15 +176,16 @@ pub struct SearchIndex {
 }
 
 impl SearchIndex {
-    /// Indexes `tools`; a match names a tool by its position among them.
-    pub fn build<'a>(tools: impl IntoIterator<Item = &'a ExposedTool>) -> Self {
+    /// Indexes `tools`, each with its parameters' texts; a match names a tool by its
+    /// position among them.
+    pub fn build<'a>(tools: impl IntoIterator<Item = (&'a ExposedTool, Vec<ParamText>)>) -> Self {
         let mut analyzer = Analyzer::new();
         let mut postings: Vec<Vec<(u32, u16)>> = Vec::new();
         let mut lengths: Vec<u32> = Vec::new();
         let mut terms = Vec::new();
         let mut text = String::new();
-        for (id, tool) in tools.into_iter().enumerate() {
-            document(tool, &mut text);
+        for (id, (tool, params)) in tools.into_iter().enumerate() {
+            document(tool, &params, &mut text);
             terms.clear();
             analyzer.index_terms(&text, &mut terms);
             lengths.push(terms.len() as u32);
@@ -299,6 +312,10 @@ mod tests {
         ]
     }
 
+    fn index(tools: &[ExposedTool]) -> SearchIndex {
+        SearchIndex::build(tools.iter().map(|t| (t, param_texts(&t.spec))))
+    }
+
     fn names(tools: &[ExposedTool], found: &[(usize, f32)]) -> Vec<String> {
         found
             .iter()
@@ -318,7 +335,7 @@ mod tests {
     #[test]
     fn the_best_tool_comes_first_and_stemming_helps() {
         let tools = catalog();
-        let index = SearchIndex::build(&tools);
+        let index = index(&tools);
         let all = |_: usize| true;
         assert_eq!(
             names(&tools, &index.search("read a file", 10, all))[0],
@@ -344,7 +361,7 @@ mod tests {
     #[test]
     fn only_visible_tools_are_returned_and_the_limit_holds() {
         let tools = catalog();
-        let index = SearchIndex::build(&tools);
+        let index = index(&tools);
         let found = index.search("file", 10, |i| tools[i].name.as_str() != "fs_read_file");
         assert_eq!(names(&tools, &found), ["fs_writeFile"]);
         assert_eq!(index.search("file path", 1, |_| true).len(), 1);
@@ -364,7 +381,7 @@ mod tests {
                 json!({"type": "object"}),
             ),
         ];
-        let index = SearchIndex::build(&tools);
+        let index = index(&tools);
         assert_eq!(
             names(&tools, &index.search("api version 3", 1, |_| true)),
             ["v3_api"]
@@ -375,7 +392,7 @@ mod tests {
     #[test]
     fn parameter_words_are_searched() {
         let tools = catalog();
-        let index = SearchIndex::build(&tools);
+        let index = index(&tools);
         let found = names(&tools, &index.search("summary", 10, |_| true));
         assert_eq!(found, ["jira_create_issue"]);
     }

@@ -24,7 +24,9 @@ pub struct Annotations {
     pub open_world: Option<bool>,
 }
 
-/// One tool as its server declared it, with everything derived from it computed once.
+/// One tool as its server declared it. What is derived from it is computed when needed: the
+/// parameters once per catalog revision (into the proto form the revision caches), the parsed
+/// schema and its validator on the tool's first call.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// The name on the server.
@@ -39,8 +41,6 @@ pub struct ToolSpec {
     parsed_input: Arc<OnceLock<Value>>,
     /// The output schema as JSON text, if the server declared one.
     pub output_schema_json: Option<Arc<str>>,
-    /// The parameters converted from the input schema.
-    pub params: Arc<[Param]>,
     /// Behaviour hints.
     pub annotations: Annotations,
     /// The input schema's validator, compiled on first use: once per tool revision.
@@ -88,14 +88,12 @@ impl ToolSpec {
     ) -> Self {
         let input_schema_json = to_json(&input_schema);
         let output_schema_json = output_schema.map(to_json);
-        let params = params_from_schema(&input_schema).into();
         Self {
             original,
             description,
             input_schema_json,
             parsed_input: Arc::default(),
             output_schema_json,
-            params,
             annotations,
             validator: Arc::default(),
         }
@@ -109,15 +107,13 @@ impl ToolSpec {
         }
     }
 
-    /// The same tool with another description and input schema (converted anew).
+    /// The same tool with another description and input schema.
     pub fn with_input(&self, description: String, input_schema: Map<String, Value>) -> Self {
         let input_schema_json = to_json(&input_schema);
-        let params = params_from_schema(&input_schema).into();
         Self {
             description,
             input_schema_json,
             parsed_input: Arc::default(),
-            params,
             validator: Arc::default(),
             ..self.clone()
         }
@@ -127,6 +123,16 @@ impl ToolSpec {
     pub fn input_schema(&self) -> &Value {
         self.parsed_input
             .get_or_init(|| Value::Object(self.input_schema_copy()))
+    }
+
+    /// The parameters converted from the input schema, anew on each call. Not kept: they took
+    /// about twice the room of the schema's text (24 MB for 10,000 tools), and only the
+    /// revision's proto form and search index read them, once each.
+    pub fn params(&self) -> Vec<Param> {
+        match self.parsed_input.get() {
+            Some(Value::Object(schema)) => params_from_schema(schema),
+            _ => params_from_schema(&self.input_schema_copy()),
+        }
     }
 
     /// A fresh copy of the input schema, parsed from its text and not kept (for reshaping,

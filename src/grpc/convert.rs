@@ -24,7 +24,7 @@ pub fn tool(tool: &ExposedTool) -> proto::Tool {
     proto::Tool {
         name: tool.name.to_string(),
         description: spec.description.clone(),
-        params: spec.params.iter().map(param).collect(),
+        params: spec.params().into_iter().map(param).collect(),
         input_schema_json: spec.input_schema_json.to_string(),
         output_schema_json: spec
             .output_schema_json
@@ -37,16 +37,16 @@ pub fn tool(tool: &ExposedTool) -> proto::Tool {
     }
 }
 
-fn param(param: &Param) -> proto::Param {
+fn param(param: Param) -> proto::Param {
     proto::Param {
-        name: param.name.clone(),
-        r#type: param.r#type.clone(),
-        description: param.description.clone(),
+        name: param.name,
+        r#type: param.r#type,
+        description: param.description,
         required: param.required,
-        enum_values: param.enum_values.clone(),
-        items: param.items.as_deref().map(|p| Box::new(self::param(p))),
-        properties: param.properties.iter().map(self::param).collect(),
-        default_json: param.default_json.clone(),
+        enum_values: param.enum_values,
+        items: param.items.map(|p| Box::new(self::param(*p))),
+        properties: param.properties.into_iter().map(self::param).collect(),
+        default_json: param.default_json,
     }
 }
 

@@ -1,6 +1,8 @@
-//! The proto form of every tool, converted and encoded once per catalog revision and shared by
-//! ListTools and Watch, so that no request converts or encodes a tool again; and the search
-//! index of that revision, built on the first SearchTools.
+//! The proto form of every tool, encoded once per catalog revision and shared by ListTools
+//! and Watch, so that no request converts or encodes a tool again; and the search index of
+//! that revision, built on the first SearchTools. A tool that a new revision did not change
+//! is copied from the encoding of the revision before, not converted anew (converting parses
+//! the tool's schema: 17 µs a tool, most of a revision's cost).
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use crate::{
     broker::Snapshot,
     domain::{search::SearchIndex, tool::ExposedTool},
     latest_revision::LatestRevision,
-    proto::EncodedTools,
+    proto::{EncodedTools, ToolField},
 };
 
 /// Every tool of one catalog revision, in proto form.
@@ -34,10 +36,14 @@ impl CachedTools {
     /// that come meanwhile wait for it.
     pub async fn index(&self, snapshot: Arc<Snapshot>) -> Arc<SearchIndex> {
         debug_assert_eq!(snapshot.catalog.revision(), self.revision);
+        let encoded = self.encoded.clone();
         let build = || async move {
             let started = std::time::Instant::now();
             let built = tokio::task::spawn_blocking(move || {
-                SearchIndex::build(snapshot.catalog.tools().values().map(|t| &**t))
+                let tools = snapshot.catalog.tools().values();
+                SearchIndex::build(
+                    (tools.enumerate()).map(|(i, tool)| (&**tool, encoded.param_texts(i))),
+                )
             })
             .await
             .expect("building the search index does not panic");
@@ -56,15 +62,95 @@ impl ToolCache {
     /// The tools of `snapshot`'s revision, converted and encoded at most once.
     pub fn tools(&self, snapshot: &Snapshot) -> CachedTools {
         let revision = snapshot.catalog.revision();
-        self.0.get(revision, || {
-            let exposed: Arc<[_]> = snapshot.catalog.tools().values().cloned().collect();
-            let encoded = EncodedTools::new(exposed.iter().map(|t| convert::tool(t)), revision);
-            CachedTools {
-                revision,
-                exposed,
-                encoded: Arc::new(encoded),
-                index: Arc::default(),
-            }
+        self.0.get(revision, |earlier| {
+            let exposed = snapshot.catalog.tools().values().cloned().collect();
+            CachedTools::new(exposed, revision, earlier)
         })
+    }
+}
+
+impl CachedTools {
+    /// The tools of one revision (sorted by name), those unchanged since `earlier` copied
+    /// from its encoding.
+    fn new(exposed: Arc<[Arc<ExposedTool>]>, revision: u64, earlier: Option<&Self>) -> Self {
+        let fields =
+            exposed.iter().map(
+                |tool| match earlier.and_then(|earlier| earlier.field_of(tool)) {
+                    Some(field) => ToolField::Encoded(field),
+                    None => ToolField::Encode(convert::tool(tool)),
+                },
+            );
+        let encoded = EncodedTools::new(fields, revision);
+        Self {
+            revision,
+            exposed,
+            encoded: Arc::new(encoded),
+            index: Arc::default(),
+        }
+    }
+
+    /// The encoded field of `tool`, if these tools hold it as it is.
+    fn field_of(&self, tool: &Arc<ExposedTool>) -> Option<&[u8]> {
+        let i = (self.exposed)
+            .binary_search_by(|kept| kept.name.cmp(&tool.name))
+            .ok()?;
+        let kept = &self.exposed[i];
+        (Arc::ptr_eq(kept, tool) || kept == tool).then(|| self.encoded.field(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, json};
+
+    use super::*;
+    use crate::domain::{
+        names::{ExposedName, ServerName, ToolName},
+        tool::{Annotations, ToolSpec},
+    };
+
+    fn tool(name: &str, description: &str) -> Arc<ExposedTool> {
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        Arc::new(ExposedTool {
+            name: ExposedName::derive("", name).0,
+            server: ServerName::parse("s").unwrap(),
+            spec: Arc::new(ToolSpec::new(
+                ToolName::new(name),
+                description.into(),
+                schema.as_object().cloned().unwrap(),
+                None,
+                Annotations::default(),
+            )),
+            fixed: Arc::new(Map::new()),
+        })
+    }
+
+    fn descriptions(cached: &CachedTools) -> Vec<String> {
+        (0..cached.exposed.len())
+            .map(|i| cached.encoded.tool(i).description)
+            .collect()
+    }
+
+    #[test]
+    fn a_new_revision_encodes_what_changed_and_copies_the_rest() {
+        let (a, b, c) = (tool("a", "one"), tool("b", "two"), tool("c", "three"));
+        let first = CachedTools::new(vec![a.clone(), b, c.clone()].into(), 1, None);
+        // b is changed, d is new, and a is equal but not the same `Arc`.
+        let (b, d) = (tool("b", "two, new words"), tool("d", "four"));
+        let tools: Arc<[_]> = vec![tool("a", "one"), b, c, d].into();
+        assert!(first.field_of(&tools[0]).is_some() && first.field_of(&tools[2]).is_some());
+        assert!(first.field_of(&tools[1]).is_none() && first.field_of(&tools[3]).is_none());
+        let second = CachedTools::new(tools.clone(), 2, Some(&first));
+        let fresh = CachedTools::new(tools, 2, None);
+        assert_eq!(
+            descriptions(&second),
+            ["one", "two, new words", "three", "four"]
+        );
+        assert_eq!(second.encoded.field(1), fresh.encoded.field(1));
+        assert_eq!(
+            second.encoded.response(|_| true).encoded_chunks(),
+            fresh.encoded.response(|_| true).encoded_chunks()
+        );
+        assert_eq!(second.encoded.tool(0), convert::tool(&a));
     }
 }

@@ -18,7 +18,7 @@ impl ToolList {
     /// Every tool of `snapshot`'s revision in MCP form (exposed names, sorted), converted at
     /// most once.
     pub fn tools(&self, snapshot: &Snapshot) -> Arc<[Tool]> {
-        self.0.get(snapshot.catalog.revision(), || {
+        self.0.get(snapshot.catalog.revision(), |_| {
             snapshot
                 .catalog
                 .tools()

@@ -37,6 +37,14 @@ impl ListToolsResponse {
 const TOOLS: u32 = 1;
 const REVISION: u32 = 2;
 
+/// A tool for [`EncodedTools::new`]: one to encode, or the field an earlier revision encoded.
+pub enum ToolField<'a> {
+    /// Encoded now.
+    Encode(Tool),
+    /// Copied as it is: [`EncodedTools::field`] of an earlier revision.
+    Encoded(&'a [u8]),
+}
+
 /// Every tool of one revision, each encoded as its `tools` field (key, length, message), and
 /// the whole answer that holds them all.
 #[derive(Debug, Default)]
@@ -50,14 +58,20 @@ pub struct EncodedTools {
 }
 
 impl EncodedTools {
-    /// Encodes each tool once (taking them one by one, so that they need not all be held).
-    pub fn new(tools: impl ExactSizeIterator<Item = Tool>, revision: u64) -> Self {
+    /// Encodes each new tool once and copies those already encoded (taking them one by one,
+    /// so that they need not all be held).
+    pub fn new<'a>(tools: impl ExactSizeIterator<Item = ToolField<'a>>, revision: u64) -> Self {
         let mut whole = BytesMut::new();
         let mut ends = Vec::with_capacity(tools.len());
         for tool in tools {
-            encode_key(TOOLS, WireType::LengthDelimited, &mut whole);
-            encode_varint(tool.encoded_len() as u64, &mut whole);
-            tool.encode_raw(&mut whole);
+            match tool {
+                ToolField::Encode(tool) => {
+                    encode_key(TOOLS, WireType::LengthDelimited, &mut whole);
+                    encode_varint(tool.encoded_len() as u64, &mut whole);
+                    tool.encode_raw(&mut whole);
+                }
+                ToolField::Encoded(field) => whole.extend_from_slice(field),
+            }
             ends.push(whole.len());
         }
         if revision != 0 {
@@ -76,13 +90,33 @@ impl EncodedTools {
         }
     }
 
+    /// The `tools` field of the tool at position `i` (key, length, message).
+    pub fn field(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.whole[start..self.ends[i]]
+    }
+
     /// The tool at position `i`, decoded from its encoding.
     pub fn tool(&self, i: usize) -> Tool {
-        let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
-        let mut field = &self.whole[start..self.ends[i]];
+        self.decode(i)
+    }
+
+    /// The names and descriptions of the parameters of the tool at position `i`, decoded
+    /// from its encoding (the rest of the tool skipped).
+    pub fn param_texts(&self, i: usize) -> Vec<(String, String)> {
+        let tool: ParamTexts = self.decode(i);
+        tool.params
+            .into_iter()
+            .map(|param| (param.name, param.description))
+            .collect()
+    }
+
+    /// The message of the tool at position `i`, decoded as `M`.
+    fn decode<M: Message + Default>(&self, i: usize) -> M {
+        let mut field = self.field(i);
         let decoded = decode_key(&mut field)
             .and_then(|_| decode_varint(&mut field))
-            .and_then(|_| Tool::decode(field));
+            .and_then(|_| M::decode(field));
         decoded.expect("the field was encoded from a Tool")
     }
 
@@ -105,6 +139,22 @@ impl EncodedTools {
             encoded: Some(runs.slices(&self.whole)),
         }
     }
+}
+
+/// A `Tool` read for its parameters' names and descriptions only.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ParamTexts {
+    #[prost(message, repeated, tag = "3")]
+    params: Vec<ParamText>,
+}
+
+/// A `Param` read for its name and description only.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ParamText {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "3")]
+    description: String,
 }
 
 /// Byte ranges, those that touch merged.
@@ -192,6 +242,59 @@ mod tests {
             .collect()
     }
 
+    fn fields(tools: &[Tool]) -> impl ExactSizeIterator<Item = ToolField<'static>> {
+        tools.to_vec().into_iter().map(ToolField::Encode)
+    }
+
+    #[test]
+    fn fields_of_an_earlier_encoding_are_copied_as_they_are() {
+        let tools = tools();
+        let earlier = EncodedTools::new(fields(&tools), 1);
+        let mut changed = tools.clone();
+        changed[2].description = "new words".into();
+        // Tools 0, 1, 3 and 4 come from the earlier encoding, tool 2 is encoded anew.
+        let later = EncodedTools::new(
+            (0..5).map(|i| match i {
+                2 => ToolField::Encode(changed[2].clone()),
+                i => ToolField::Encoded(earlier.field(i)),
+            }),
+            2,
+        );
+        let fresh = EncodedTools::new(fields(&changed), 2);
+        assert_eq!(later.whole, fresh.whole);
+        assert_eq!(later.tool(2).description, "new words");
+    }
+
+    #[test]
+    fn parameter_texts_are_read_from_the_encoding() {
+        let mut tools = tools();
+        tools[1].params = vec![
+            Param {
+                name: "path".into(),
+                description: "Where the file is".into(),
+                r#type: "string".into(),
+                properties: vec![Param {
+                    name: "inner".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            Param {
+                name: "mode".into(),
+                ..Default::default()
+            },
+        ];
+        let encoded = EncodedTools::new(fields(&tools), 1);
+        assert_eq!(
+            encoded.param_texts(1),
+            [
+                ("path".to_owned(), "Where the file is".to_owned()),
+                ("mode".to_owned(), String::new())
+            ]
+        );
+        assert_eq!(encoded.param_texts(0), [("x".to_owned(), String::new())]);
+    }
+
     #[test]
     fn the_encoded_answer_is_byte_for_byte_the_plain_one() {
         let tools = tools();
@@ -200,7 +303,7 @@ mod tests {
             revision: 300,
             ..Default::default()
         };
-        let cached = EncodedTools::new(tools.iter().cloned(), 300).response(|_| true);
+        let cached = EncodedTools::new(fields(&tools), 300).response(|_| true);
         assert_eq!(cached.encoded_len(), plain.encoded_len());
         assert_eq!(cached.encode_to_vec(), plain.encode_to_vec());
         let decoded = ListToolsResponse::decode(cached.encode_to_vec().as_slice()).unwrap();
@@ -210,7 +313,7 @@ mod tests {
     #[test]
     fn a_filtered_answer_holds_only_the_kept_tools() {
         let tools = tools();
-        let answer = EncodedTools::new(tools.iter().cloned(), 0).response(|i| i % 2 == 1);
+        let answer = EncodedTools::new(fields(&tools), 0).response(|i| i % 2 == 1);
         let decoded = ListToolsResponse::decode(answer.encode_to_vec().as_slice()).unwrap();
         assert_eq!(decoded.tools, vec![tools[1].clone(), tools[3].clone()]);
         assert_eq!(decoded.revision, 0);
@@ -219,7 +322,7 @@ mod tests {
     #[test]
     fn kept_tools_side_by_side_are_one_slice_of_the_cache() {
         let tools = tools();
-        let cache = EncodedTools::new(tools.iter().cloned(), 7);
+        let cache = EncodedTools::new(fields(&tools), 7);
         let answer = cache.response(|i| i != 2);
         // Tools 0–1, then 3–4 with the revision after them.
         assert_eq!(answer.encoded_chunks().unwrap().len(), 2);

@@ -7,7 +7,7 @@ tonic::include_proto!("toolbroker.v1");
 mod list_tools_response;
 
 /// Hand-written (encoded once per catalog revision by the server); see [`EncodedTools`].
-pub use list_tools_response::{EncodedTools, ListToolsResponse};
+pub use list_tools_response::{EncodedTools, ListToolsResponse, ToolField};
 
 /// Encoded `FileDescriptorSet` of `toolbroker/v1/broker.proto` and its imports.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("toolbroker_descriptor");

@@ -317,11 +317,8 @@ fn overrides_rename_reshape_and_follow_a_new_policy() {
         (tool.spec.description.as_str(), tool.spec.original.as_str()),
         ("New words.", "keep")
     );
-    assert!(
-        tool.spec.params.is_empty(),
-        "x is fixed: {:?}",
-        tool.spec.params
-    );
+    let params = tool.spec.params();
+    assert!(params.is_empty(), "x is fixed: {params:?}");
     assert_eq!(tool.fixed["x"], "fixed");
     assert!(
         outcome
