@@ -27,9 +27,24 @@ impl<T: Clone> LatestRevision<T> {
         {
             return value.clone();
         }
-        let value = derive(current.as_ref().map(|(_, value)| value));
+        let earlier = current.as_ref().map(|(_, value)| value);
+        let value = blocking(|| derive(earlier));
         *current = Some((revision, value.clone()));
         value
+    }
+}
+
+/// Runs `work` (a whole catalog's worth: up to a few hundred milliseconds) so that it does
+/// not hold up other tasks: on a worker of a multi-thread runtime, tokio first hands the
+/// worker's queued tasks to another thread. Elsewhere it just runs.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+        runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+    });
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 
@@ -49,5 +64,33 @@ mod tests {
         };
         assert_eq!((get(1), get(1), get(2), get(2)), (10, 10, 30, 30));
         assert_eq!(derived, 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_deriving_a_value_leaves_its_other_tasks_to_another() {
+        let cache = LatestRevision::default();
+        let (ran, signal) = std::sync::mpsc::channel();
+        let derive = tokio::spawn(async move {
+            // Queued on this worker (in its slot no other worker steals from) just before
+            // the derive blocks it; the derive waits for it.
+            let other = tokio::spawn(async move { ran.send(()).unwrap() });
+            let value = cache.get(1, |_| {
+                signal
+                    .recv_timeout(std::time::Duration::from_secs(2))
+                    .is_ok()
+            });
+            other.await.unwrap();
+            value
+        });
+        assert!(
+            derive.await.unwrap(),
+            "the task queued on the deriving worker did not run during the derive"
+        );
+    }
+
+    #[tokio::test]
+    async fn on_a_current_thread_runtime_the_value_is_derived_in_place() {
+        let cache = LatestRevision::default();
+        assert_eq!(cache.get(3, |_| 4), 4);
     }
 }
