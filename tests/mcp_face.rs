@@ -560,20 +560,8 @@ async fn versions_origins_and_trace_context_are_handled_as_the_spec_says() {
     let meta: Value = serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap();
     assert_eq!(meta["traceparent"], traceparent);
 
-    let (_, answer, headers) = post(&url, &[], initialize("2025-11-25")).await;
-    assert!(answer.is_some());
-    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
-    let common = [
-        ("mcp-session-id", id.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
-    post(
-        &url,
-        &common,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    let mut with_header = common.to_vec();
+    let common = raw_session(&url).await;
+    let mut with_header: Vec<(&str, &str)> = common.iter().map(|(n, v)| (*n, v.as_str())).collect();
     with_header.push(("traceparent", traceparent));
     let (_, answer, _) = post(
         &url,
