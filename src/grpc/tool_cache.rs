@@ -31,6 +31,32 @@ pub struct CachedTools {
 }
 
 impl CachedTools {
+    /// The tools of one revision (sorted by name), those unchanged since `earlier` copied
+    /// from its encoding.
+    fn new(exposed: Arc<[Arc<ExposedTool>]>, revision: u64, earlier: Option<&Self>) -> Self {
+        let kept = |tool| earlier.and_then(|earlier| earlier.field_of(tool));
+        let fields = exposed.iter().map(|tool| match kept(tool) {
+            Some(field) => ToolField::Encoded(field),
+            None => ToolField::Encode(convert::tool(tool)),
+        });
+        let encoded = EncodedTools::new(fields, revision);
+        Self {
+            revision,
+            exposed,
+            encoded: Arc::new(encoded),
+            index: Arc::default(),
+        }
+    }
+
+    /// The encoded field of `tool`, if these tools hold it as it is.
+    fn field_of(&self, tool: &Arc<ExposedTool>) -> Option<&[u8]> {
+        let i = (self.exposed)
+            .binary_search_by(|kept| kept.name.cmp(&tool.name))
+            .ok()?;
+        let kept = &self.exposed[i];
+        (Arc::ptr_eq(kept, tool) || kept == tool).then(|| self.encoded.field(i))
+    }
+
     /// The search index of these tools (`snapshot` is theirs), built by the first search of
     /// this revision on a blocking thread (tens of milliseconds for 10,000 tools); searches
     /// that come meanwhile wait for it.
@@ -66,36 +92,6 @@ impl ToolCache {
             let exposed = snapshot.catalog.tools().values().cloned().collect();
             CachedTools::new(exposed, revision, earlier)
         })
-    }
-}
-
-impl CachedTools {
-    /// The tools of one revision (sorted by name), those unchanged since `earlier` copied
-    /// from its encoding.
-    fn new(exposed: Arc<[Arc<ExposedTool>]>, revision: u64, earlier: Option<&Self>) -> Self {
-        let fields =
-            exposed.iter().map(
-                |tool| match earlier.and_then(|earlier| earlier.field_of(tool)) {
-                    Some(field) => ToolField::Encoded(field),
-                    None => ToolField::Encode(convert::tool(tool)),
-                },
-            );
-        let encoded = EncodedTools::new(fields, revision);
-        Self {
-            revision,
-            exposed,
-            encoded: Arc::new(encoded),
-            index: Arc::default(),
-        }
-    }
-
-    /// The encoded field of `tool`, if these tools hold it as it is.
-    fn field_of(&self, tool: &Arc<ExposedTool>) -> Option<&[u8]> {
-        let i = (self.exposed)
-            .binary_search_by(|kept| kept.name.cmp(&tool.name))
-            .ok()?;
-        let kept = &self.exposed[i];
-        (Arc::ptr_eq(kept, tool) || kept == tool).then(|| self.encoded.field(i))
     }
 }
 
