@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use bm25::{DefaultTokenizer, Language, Tokenizer as _};
 use fnv::FnvHashMap;
 
-use super::tool::{ExposedTool, ToolSpec};
+use super::tool::ExposedTool;
 
 /// Name words count this many times: a tool named for the task beats one that mentions it.
 const NAME_WEIGHT: usize = 2;
@@ -134,15 +134,6 @@ pub fn split_words(text: &str) -> String {
 
 /// A parameter's name and description, as the index reads them.
 pub type ParamText = (String, String);
-
-/// The names and descriptions of `spec`'s parameters, converted from its schema (the
-/// broker reads them from the revision's encoded tools instead, which is cheaper).
-pub fn param_texts(spec: &ToolSpec) -> Vec<ParamText> {
-    spec.params()
-        .into_iter()
-        .map(|param| (param.name, param.description))
-        .collect()
-}
 
 /// What is indexed of one tool, written into `text`.
 fn document(tool: &ExposedTool, params: &[ParamText], text: &mut String) {
@@ -312,8 +303,14 @@ mod tests {
         ]
     }
 
+    /// The index of `tools`, their parameters' texts converted from their schemas (the
+    /// broker reads them from the revision's encoded tools instead).
     fn index(tools: &[ExposedTool]) -> SearchIndex {
-        SearchIndex::build(tools.iter().map(|t| (t, param_texts(&t.spec))))
+        let texts = |spec: &ToolSpec| -> Vec<ParamText> {
+            let params = spec.params().into_iter();
+            params.map(|p| (p.name, p.description)).collect()
+        };
+        SearchIndex::build(tools.iter().map(|t| (t, texts(&t.spec))))
     }
 
     fn names(tools: &[ExposedTool], found: &[(usize, f32)]) -> Vec<String> {
