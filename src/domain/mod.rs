@@ -18,6 +18,7 @@ pub mod reload;
 pub mod replicas;
 pub mod request_error;
 pub mod schema;
+pub mod schema_text;
 pub mod search;
 pub mod state;
 pub mod tool;

@@ -145,7 +145,7 @@ mod tests {
         );
         let params: Vec<String> = shaped.params().into_iter().map(|p| p.name).collect();
         assert_eq!(params, ["query"]);
-        assert!(!shaped.input_schema_json.contains("org"));
+        assert!(!shaped.input_schema_json().contains("org"));
         assert_eq!(shaped.original.as_str(), "search_code");
     }
 

@@ -2,11 +2,14 @@
 
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
+use bytestring::ByteString;
 use serde_json::{Map, Value};
 
 use super::{
     names::{ExposedName, ServerName, ToolName},
     schema::{Param, params_from_schema},
+    schema_text::SchemaText,
 };
 
 /// Behaviour hints a server gave for a tool (MCP `ToolAnnotations`).
@@ -36,7 +39,7 @@ pub struct ToolSpec {
     /// The input schema as JSON text, serialized once (key order kept as the server sent it).
     /// Only the text is kept: a parsed schema takes about ten times its text's size, so a
     /// catalog of 10,000 tools would hold ~100 MB of trees mostly never read.
-    pub input_schema_json: Arc<str>,
+    input_schema_json: Arc<SchemaText>,
     /// The input schema parsed from its text when a call first needs it (always an object).
     parsed_input: Arc<OnceLock<Value>>,
     /// The output schema as JSON text, if the server declared one.
@@ -71,7 +74,7 @@ impl PartialEq for ToolSpec {
     fn eq(&self, other: &Self) -> bool {
         self.original == other.original
             && self.description == other.description
-            && self.input_schema_json == other.input_schema_json
+            && *self.input_schema_json == *other.input_schema_json
             && self.output_schema_json == other.output_schema_json
             && self.annotations == other.annotations
     }
@@ -86,12 +89,30 @@ impl ToolSpec {
         output_schema: Option<&Map<String, Value>>,
         annotations: Annotations,
     ) -> Self {
-        let input_schema_json = to_json(&input_schema);
-        let output_schema_json = output_schema.map(to_json);
-        Self {
+        let input_schema_json = ByteString::from(to_json(&input_schema));
+        Self::from_text(
             original,
             description,
             input_schema_json,
+            output_schema,
+            annotations,
+        )
+    }
+
+    /// Builds a spec from a tool's declaration whose input schema is already JSON text (of an
+    /// object), perhaps a slice of a buffer holding the texts of several tools.
+    pub fn from_text(
+        original: ToolName,
+        description: String,
+        input_schema_json: ByteString,
+        output_schema: Option<&Map<String, Value>>,
+        annotations: Annotations,
+    ) -> Self {
+        let output_schema_json = output_schema.map(|schema| to_json(schema).into());
+        Self {
+            original,
+            description,
+            input_schema_json: Arc::new(SchemaText::new(input_schema_json)),
             parsed_input: Arc::default(),
             output_schema_json,
             annotations,
@@ -109,14 +130,32 @@ impl ToolSpec {
 
     /// The same tool with another description and input schema.
     pub fn with_input(&self, description: String, input_schema: Map<String, Value>) -> Self {
-        let input_schema_json = to_json(&input_schema);
+        let input_schema_json = ByteString::from(to_json(&input_schema));
         Self {
             description,
-            input_schema_json,
+            input_schema_json: Arc::new(SchemaText::new(input_schema_json)),
             parsed_input: Arc::default(),
             validator: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// The input schema as JSON text (a reference to the buffer holding it, not a copy).
+    pub fn input_schema_json(&self) -> ByteString {
+        self.input_schema_json.get()
+    }
+
+    /// Holds the input schema's text in `same` (a slice of a buffer kept anyway, such as a
+    /// revision's encoding) in place of the buffer it has, if the bytes are equal. Tells
+    /// whether it moved. Every spec sharing the text (clones of this one) sees the move.
+    pub fn move_input_schema_to(&self, same: &Bytes) -> bool {
+        self.input_schema_json.move_to(same)
+    }
+
+    /// Copies the input schema's text into a buffer of its own if it lies in `buffer` (one
+    /// this spec should not keep alive). Tells whether it copied.
+    pub fn move_input_schema_out_of(&self, buffer: &[u8]) -> bool {
+        self.input_schema_json.move_out_of(buffer)
     }
 
     /// The input schema (a JSON object), parsed on first use and kept.
@@ -138,7 +177,7 @@ impl ToolSpec {
     /// A fresh copy of the input schema, parsed from its text and not kept (for reshaping,
     /// which should not leave every tool's tree behind).
     pub fn input_schema_copy(&self) -> Map<String, Value> {
-        serde_json::from_str(&self.input_schema_json)
+        serde_json::from_str(&self.input_schema_json())
             .expect("the text was serialized from a JSON object")
     }
 
@@ -206,10 +245,8 @@ pub struct ExposedTool {
 }
 
 /// JSON text of a schema object.
-fn to_json(schema: &Map<String, Value>) -> Arc<str> {
-    serde_json::to_string(schema)
-        .expect("a map with string keys always serializes")
-        .into()
+fn to_json(schema: &Map<String, Value>) -> String {
+    serde_json::to_string(schema).expect("a map with string keys always serializes")
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub fn tool(tool: &ExposedTool) -> proto::Tool {
         name: tool.name.to_string(),
         description: spec.description.clone(),
         params: spec.params().into_iter().map(param).collect(),
-        input_schema_json: spec.input_schema_json.to_string(),
+        input_schema_json: spec.input_schema_json().to_string(),
         output_schema_json: spec
             .output_schema_json
             .as_deref()

@@ -16,7 +16,7 @@ pub fn tool(exposed: &ExposedTool) -> Tool {
     let spec = &exposed.spec;
     // Parsed from the text, not through `input_schema()`: the face's list keeps its own
     // (`tool_list`), which would otherwise be held twice.
-    let schema = match serde_json::from_str(&spec.input_schema_json) {
+    let schema = match serde_json::from_str(&spec.input_schema_json()) {
         Ok(Value::Object(object)) => object,
         _ => Default::default(),
     };
