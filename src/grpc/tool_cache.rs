@@ -40,6 +40,22 @@ impl CachedTools {
             None => ToolField::Encode(convert::tool(tool)),
         });
         let encoded = EncodedTools::new(fields, revision);
+        // The encoding holds every schema's text: the specs hold it there too, and the
+        // buffers they held it in until now (discovery's, or the revision before's) go.
+        for (i, tool) in exposed.iter().enumerate() {
+            tool.spec
+                .move_input_schema_to(&encoded.input_schema_json(i));
+        }
+        // A tool of the revision before that this one lacks (its server is down, a rule hides
+        // it) may live on in the catalog: it must not keep the earlier encoding alive. Those
+        // that nothing but the earlier revision holds go with it.
+        if let Some(earlier) = earlier {
+            for tool in earlier.exposed.iter() {
+                if Arc::strong_count(tool) > 1 || Arc::strong_count(&tool.spec) > 1 {
+                    tool.spec.move_input_schema_out_of(earlier.encoded.bytes());
+                }
+            }
+        }
         Self {
             revision,
             exposed,
@@ -148,5 +164,45 @@ mod tests {
             fresh.encoded.response(|_| true).encoded_chunks()
         );
         assert_eq!(second.encoded.tool(0), convert::tool(&a));
+    }
+
+    #[test]
+    fn the_specs_hold_their_schema_texts_in_the_latest_encoding() {
+        let tools: Arc<[_]> = vec![tool("a", "one"), tool("b", "two")].into();
+        let text_in = |cached: &CachedTools, i: usize| {
+            let text = tools[i].spec.input_schema_json();
+            (cached.encoded.field(i).as_ptr_range()).contains(&text.as_ptr())
+        };
+        let before = tools[0].spec.input_schema_json();
+        let first = CachedTools::new(tools.clone(), 1, None);
+        assert!(text_in(&first, 0) && text_in(&first, 1));
+        assert_eq!(tools[0].spec.input_schema_json(), before);
+        let second = CachedTools::new(tools.clone(), 2, Some(&first));
+        assert!(text_in(&second, 0) && text_in(&second, 1), "moved on");
+        assert_eq!(convert::tool(&tools[1]), second.encoded.tool(1));
+    }
+
+    #[test]
+    fn a_tool_a_new_revision_lacks_keeps_the_earlier_encoding_only_if_nothing_else_holds_it() {
+        let (a, held, gone) = (tool("a", "one"), tool("b", "two"), tool("c", "three"));
+        let first = CachedTools::new(vec![a.clone(), held.clone(), gone].into(), 1, None);
+        let in_first = |i: usize| {
+            let text = first.exposed[i].spec.input_schema_json();
+            first
+                .encoded
+                .bytes()
+                .as_ptr_range()
+                .contains(&text.as_ptr())
+        };
+        assert!(in_first(0) && in_first(1) && in_first(2));
+        // b lives on (as a catalog keeps the tools of a server that went down); c does not.
+        let second = CachedTools::new(vec![a].into(), 2, Some(&first));
+        assert!(!in_first(0), "a moved to the second encoding");
+        assert!(!in_first(1), "b holds its text in a buffer of its own");
+        assert!(in_first(2), "c goes with the first encoding: no copy");
+        assert_eq!(
+            held.spec.input_schema_json(),
+            second.exposed[0].spec.input_schema_json()
+        );
     }
 }

@@ -90,10 +90,20 @@ impl EncodedTools {
         }
     }
 
+    /// The whole answer's bytes: every tool, then the revision.
+    pub fn bytes(&self) -> &[u8] {
+        &self.whole
+    }
+
     /// The `tools` field of the tool at position `i` (key, length, message).
     pub fn field(&self, i: usize) -> &[u8] {
+        &self.whole[self.field_range(i)]
+    }
+
+    /// Where the `tools` field of the tool at position `i` lies in the whole answer.
+    fn field_range(&self, i: usize) -> std::ops::Range<usize> {
         let start = i.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.whole[start..self.ends[i]]
+        start..self.ends[i]
     }
 
     /// The tool at position `i`, decoded from its encoding.
@@ -111,9 +121,17 @@ impl EncodedTools {
             .collect()
     }
 
-    /// The message of the tool at position `i`, decoded as `M`.
+    /// The input schema's text of the tool at position `i`: a slice of the encoding, not a
+    /// copy (so that its spec can hold it there rather than in a buffer of its own).
+    pub fn input_schema_json(&self, i: usize) -> Bytes {
+        let tool: SchemaText = self.decode(i);
+        tool.input_schema_json
+    }
+
+    /// The message of the tool at position `i`, decoded as `M` (its `bytes` fields slices of
+    /// the encoding).
     fn decode<M: Message + Default>(&self, i: usize) -> M {
-        let mut field = self.field(i);
+        let mut field = self.whole.slice(self.field_range(i));
         let decoded = decode_key(&mut field)
             .and_then(|_| decode_varint(&mut field))
             .and_then(|_| M::decode(field));
@@ -146,6 +164,13 @@ impl EncodedTools {
 struct ParamTexts {
     #[prost(message, repeated, tag = "3")]
     params: Vec<ParamText>,
+}
+
+/// A `Tool` read for its input schema's text only, as bytes of the encoding.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SchemaText {
+    #[prost(bytes = "bytes", tag = "4")]
+    input_schema_json: Bytes,
 }
 
 /// A `Param` read for its name and description only.
@@ -293,6 +318,18 @@ mod tests {
             ]
         );
         assert_eq!(encoded.param_texts(0), [("x".to_owned(), String::new())]);
+    }
+
+    #[test]
+    fn a_schema_text_is_a_slice_of_the_encoding() {
+        let tools = tools();
+        let encoded = EncodedTools::new(fields(&tools), 1);
+        for (i, tool) in tools.iter().enumerate() {
+            let text = encoded.input_schema_json(i);
+            assert_eq!(text, tool.input_schema_json.as_bytes());
+            let field = encoded.field(i).as_ptr_range();
+            assert!(field.contains(&text.as_ptr()), "tool {i}'s text was copied");
+        }
     }
 
     #[test]
