@@ -19,10 +19,36 @@ use crate::{
 /// Answers of 10,000 tools are about 20 MB; tonic's default limit is 4 MiB.
 const MAX_ANSWER: usize = 64 << 20;
 
-/// A message whose fields are all skipped when decoded: the answer is received whole but not
-/// decoded, which separates what the broker and the network take from the client's decoding.
-#[derive(Clone, PartialEq, prost::Message)]
-struct Undecoded {}
+/// A ListTools answer whose tools are counted, not decoded: the answer is received whole,
+/// which separates what the broker and the network take from the client's decoding.
+#[derive(Debug, Default)]
+struct Undecoded {
+    tools: usize,
+}
+
+impl prost::Message for Undecoded {
+    fn encode_raw(&self, _: &mut impl prost::bytes::BufMut) {}
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // Field 1 is `tools`.
+        self.tools += usize::from(tag == 1);
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        0
+    }
+
+    fn clear(&mut self) {
+        self.tools = 0;
+    }
+}
 
 /// Ten of the demo server's own tools, for the smallest catalog.
 const TEN: &str = "    tools: [echo, add, stats, tiny_image, all_content, fail, sleep, echo_meta, add_tool, remove_tool]\n";
@@ -61,13 +87,13 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             "{tools} tools: the first ListTools (converts and encodes the catalog, decoded): {first_ms:.1} ms"
         );
         for concurrency in [1, 16] {
-            let figures = decoded(&broker, &client, concurrency, plan).await?;
+            let figures = decoded(&broker, &client, tools, concurrency, plan).await?;
             println!(
                 "{}",
                 figures.row(&format!("{tools} tools ({kib} KiB) c={concurrency} broker"))
             );
         }
-        let figures = undecoded(&broker, plan).await?;
+        let figures = undecoded(&broker, tools, plan).await?;
         println!(
             "{}",
             figures.row(&format!("{tools} tools c=1 broker, not decoded"))
@@ -128,6 +154,7 @@ async fn first_after_one_added(
 async fn decoded(
     broker: &BrokerProcess,
     client: &ToolBrokerClient<Channel>,
+    expected: usize,
     concurrency: usize,
     plan: Plan,
 ) -> anyhow::Result<Figures> {
@@ -135,7 +162,9 @@ async fn decoded(
     let call = move || {
         let mut client = client.clone();
         async move {
-            client.list_tools(ListToolsRequest::default()).await?;
+            let listed = client.list_tools(ListToolsRequest::default()).await?;
+            let tools = listed.into_inner().tools.len();
+            anyhow::ensure!(tools == expected, "ListTools answered {tools} tools");
             anyhow::Ok(())
         }
     };
@@ -164,8 +193,8 @@ async fn face_list(
     figures
 }
 
-/// ListTools at concurrency 1, each answer received but not decoded.
-async fn undecoded(broker: &BrokerProcess, plan: Plan) -> anyhow::Result<Figures> {
+/// ListTools at concurrency 1, each answer received whole and its tools counted, not decoded.
+async fn undecoded(broker: &BrokerProcess, expected: usize, plan: Plan) -> anyhow::Result<Figures> {
     let channel = broker.channel().await?;
     let call = move || {
         let mut grpc = Grpc::new(channel.clone()).max_decoding_message_size(MAX_ANSWER);
@@ -173,12 +202,15 @@ async fn undecoded(broker: &BrokerProcess, plan: Plan) -> anyhow::Result<Figures
             grpc.ready().await?;
             let path = http::uri::PathAndQuery::from_static("/toolbroker.v1.ToolBroker/ListTools");
             let codec = ProstCodec::<ListToolsRequest, Undecoded>::default();
-            grpc.unary(
-                tonic::Request::new(ListToolsRequest::default()),
-                path,
-                codec,
-            )
-            .await?;
+            let listed = grpc
+                .unary(
+                    tonic::Request::new(ListToolsRequest::default()),
+                    path,
+                    codec,
+                )
+                .await?;
+            let tools = listed.into_inner().tools;
+            anyhow::ensure!(tools == expected, "ListTools answered {tools} tools");
             anyhow::Ok(())
         }
     };
