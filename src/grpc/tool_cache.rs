@@ -42,20 +42,28 @@ impl CachedTools {
         let encoded = EncodedTools::new(fields, revision);
         // The encoding holds every schema's text: the specs hold it there too, and the
         // buffers they held it in until now (discovery's, or the revision before's) go.
-        for (i, tool) in exposed.iter().enumerate() {
-            tool.spec
-                .move_input_schema_to(&encoded.input_schema_json(i));
-        }
+        let moved = (exposed.iter().enumerate())
+            .filter(|(i, tool)| {
+                tool.spec
+                    .move_input_schema_to(&encoded.input_schema_json(*i))
+            })
+            .count();
         // A tool of the revision before that this one lacks (its server is down, a rule hides
         // it) may live on in the catalog: it must not keep the earlier encoding alive. Those
         // that nothing but the earlier revision holds go with it.
-        if let Some(earlier) = earlier {
-            for tool in earlier.exposed.iter() {
-                if Arc::strong_count(tool) > 1 || Arc::strong_count(&tool.spec) > 1 {
-                    tool.spec.move_input_schema_out_of(earlier.encoded.bytes());
-                }
-            }
-        }
+        let copied = earlier.map_or(0, |earlier| {
+            let old = earlier.encoded.bytes();
+            (earlier.exposed.iter())
+                .filter(|tool| Arc::strong_count(tool) > 1 || Arc::strong_count(&tool.spec) > 1)
+                .filter(|tool| tool.spec.move_input_schema_out_of(old))
+                .count()
+        });
+        tracing::debug!(
+            revision,
+            moved,
+            copied,
+            "schema texts moved into the new encoding"
+        );
         Self {
             revision,
             exposed,
@@ -101,6 +109,11 @@ impl CachedTools {
 pub struct ToolCache(LatestRevision<CachedTools>);
 
 impl ToolCache {
+    /// The revision whose tools are held, if any.
+    pub fn revision(&self) -> Option<u64> {
+        self.0.revision()
+    }
+
     /// The tools of `snapshot`'s revision, converted and encoded at most once.
     pub fn tools(&self, snapshot: &Snapshot) -> CachedTools {
         let revision = snapshot.catalog.revision();
