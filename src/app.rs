@@ -151,6 +151,7 @@ impl App {
             config.limits.max_response_bytes,
             audit.as_ref().map(|(log, _)| log.clone()),
         ));
+        tasks.spawn(service.keep_tools_warm());
         let closing = CancellationToken::new();
         if let Some(addr) = config.mcp_listen {
             let parts = crate::mcp_face::Parts {

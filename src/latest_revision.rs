@@ -39,6 +39,11 @@ impl<T: Clone> LatestRevision<T> {
         value
     }
 
+    /// The revision whose value is kept, if any.
+    pub fn revision(&self) -> Option<u64> {
+        lock(&self.current).as_ref().map(|(revision, _)| *revision)
+    }
+
     /// The value kept for `revision`, or else the one kept for another.
     fn kept(&self, revision: u64) -> Result<T, Option<T>> {
         match &*lock(&self.current) {

@@ -65,6 +65,13 @@ impl BrokerService {
         }
     }
 
+    /// Encodes each new catalog revision's tools once the catalog settles, so that no caller
+    /// waits for it; ends at shutdown. To be spawned.
+    pub fn keep_tools_warm(&self) -> impl Future<Output = ()> + Send + 'static {
+        let tools = Arc::downgrade(&self.tools);
+        super::warm_tools::keep_warm(self.broker.snapshots(), tools, self.shutdown.clone())
+    }
+
     /// Resolves once no call is running (new ones are refused once shutdown began).
     pub async fn idle(&self) {
         self.in_flight.idle().await;

@@ -19,4 +19,5 @@ pub mod service;
 pub mod status;
 mod tool_cache;
 mod visibility;
+mod warm_tools;
 mod watch;
