@@ -1,7 +1,7 @@
 //! A schema's JSON text that can move into a buffer holding the same bytes anyway (a catalog
 //! revision's encoding), so that 10,000 tools do not keep their ~14 MB of schemas twice.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -18,19 +18,13 @@ impl SchemaText {
 
     /// The text (a reference to its buffer, not a copy).
     pub fn get(&self) -> ByteString {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.text().clone()
     }
 
     /// Holds `same` in place of the text it has if the bytes are equal; the buffer held until
     /// now is freed when nothing else holds it. Tells whether it moved.
     pub fn move_to(&self, same: &Bytes) -> bool {
-        let mut text = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut text = self.text();
         if text.as_bytes() != same || text.as_bytes().as_ptr() == same.as_ptr() {
             return false;
         }
@@ -46,15 +40,18 @@ impl SchemaText {
     /// Copies the text into a buffer of its own if it lies inside `buffer`, so that holding
     /// it does not keep all of `buffer`. Tells whether it copied.
     pub fn move_out_of(&self, buffer: &[u8]) -> bool {
-        let mut text = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut text = self.text();
         if text.is_empty() || !buffer.as_ptr_range().contains(&text.as_bytes().as_ptr()) {
             return false;
         }
         *text = ByteString::from(String::from(&**text));
         true
+    }
+
+    /// The text, locked (only ever for a clone or a single assignment, so a panic elsewhere
+    /// cannot leave it half-written).
+    fn text(&self) -> MutexGuard<'_, ByteString> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
