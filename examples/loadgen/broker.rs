@@ -163,7 +163,7 @@ impl BrokerProcess {
 }
 
 /// Closed-loop `call` at `concurrency` (see [`calls::run`]), with the CPU and RSS of the
-/// process `pid` that serves the calls.
+/// process `pid` that serves the calls, and the CPU of the whole machine.
 pub async fn measure_process<F, Fut>(
     pid: u32,
     concurrency: usize,
@@ -179,10 +179,12 @@ where
     let warmup = plan.warmup;
     let at_warm = tokio::spawn(async move {
         tokio::time::sleep(warmup).await;
-        cpu_of(pid)
+        anyhow::Ok((cpu_of(pid)?, machine_cpu()?))
     });
     let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
-    figures.broker_cpu = Some(cpu_of(pid)? - at_warm.await??);
+    let (process_then, machine_then) = at_warm.await??;
+    figures.broker_cpu = Some(cpu_of(pid)? - process_then);
+    figures.machine_cpu = Some(machine_cpu()? - machine_then);
     figures.broker_rss_mib = Some(rss_mib_of(pid)?);
     Ok(figures)
 }
@@ -211,4 +213,22 @@ pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
     let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
     // /proc reports times in USER_HZ, which Linux fixes at 100 for user space.
     Ok(Duration::from_millis(ticks * 10))
+}
+
+/// CPU time every CPU of the machine spent busy (user, nice, system, interrupts), from
+/// /proc/stat.
+pub fn machine_cpu() -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let total = stat.lines().next().context("an empty /proc/stat")?;
+    let ticks: Vec<u64> = total
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    // user, nice, system, (idle, iowait,) irq, softirq
+    let busy = [0, 1, 2, 5, 6]
+        .iter()
+        .map(|&i| ticks.get(i).copied().unwrap_or(0))
+        .sum::<u64>();
+    Ok(Duration::from_millis(busy * 10))
 }

@@ -55,6 +55,7 @@ where
         elapsed: duration,
         latency,
         broker_cpu: None,
+        machine_cpu: None,
         broker_rss_mib: None,
     })
 }

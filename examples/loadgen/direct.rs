@@ -1,7 +1,7 @@
 //! The baseline: an rmcp client calling the demo server directly over stdio, with no broker in
 //! between, so that every broker figure has a same-run direct figure beside it.
 
-use std::{process::Stdio, time::Duration};
+use std::process::Stdio;
 
 use rmcp::{
     ServiceExt,
@@ -11,7 +11,13 @@ use rmcp::{
 };
 use serde_json::{Map, Value};
 
-use crate::{broker::toolbroker_bin, calls, report::Figures};
+use futures::future::BoxFuture;
+
+use crate::{
+    Plan,
+    broker::{measure_process, toolbroker_bin},
+    report::Figures,
+};
 
 /// A demo server spoken to directly.
 pub struct Direct {
@@ -38,26 +44,35 @@ impl Direct {
         })
     }
 
-    /// Closed-loop calls of `tool` with `arguments` at `concurrency`.
+    /// Closed-loop calls of `tool` with `arguments` at `concurrency`, with the CPU per call of
+    /// this process: the rmcp client's cost (the load loop's own is negligible beside it).
     pub async fn load(
         &self,
         tool: &'static str,
         arguments: Map<String, Value>,
         concurrency: usize,
-        warmup: Duration,
-        duration: Duration,
+        plan: Plan,
     ) -> anyhow::Result<Figures> {
+        let call = self.caller(tool, arguments);
+        measure_process(std::process::id(), concurrency, plan, call).await
+    }
+
+    /// One call of `tool` with `arguments`, its result checked not to be an error.
+    fn caller(
+        &self,
+        tool: &'static str,
+        arguments: Map<String, Value>,
+    ) -> impl Fn() -> BoxFuture<'static, anyhow::Result<()>> + Clone + Send + 'static {
         let peer = self.client.peer().clone();
-        let call = move || {
+        move || {
             let peer = peer.clone();
             let params = CallToolRequestParams::new(tool).with_arguments(arguments.clone());
-            async move {
+            Box::pin(async move {
                 let result = peer.call_tool(params).await?;
                 anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
                 anyhow::Ok(())
-            }
-        };
-        calls::run(concurrency, warmup, duration, call).await
+            })
+        }
     }
 
     /// The session, to send requests on.

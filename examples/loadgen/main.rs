@@ -8,7 +8,9 @@
 //! - `calls`: CallTool `echo` at concurrency 1, 16, 64, beside an rmcp client calling the same
 //!   server directly over stdio: the demo server, then the benchmark's own fast echo server
 //!   (`loadgen echo-server`, rmcp with async pipes and one tool); `--server demo|fast` and
-//!   `--concurrency 1,64` narrow it;
+//!   `--concurrency 1,64` narrow it. Beside them, the floor: a gRPC no-op (tonic's health
+//!   `Check` from `loadgen null-server`), whose cost plus the direct client's is the least a
+//!   broker call can cost here;
 //! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list` and
 //!   the MCP face's;
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
@@ -44,6 +46,7 @@ mod direct;
 mod echo_server;
 mod face;
 mod fanout;
+mod floor;
 mod guards;
 mod listing;
 mod per_caller;
@@ -59,6 +62,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::report::Figures;
+
 /// How long and how big the runs are.
 #[derive(Clone, Copy)]
 pub struct Plan {
@@ -73,8 +78,10 @@ pub struct Plan {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("echo-server") {
-        return echo_server::serve().await;
+    match args.first().map(String::as_str) {
+        Some("echo-server") => return echo_server::serve().await,
+        Some("null-server") => return floor::serve().await,
+        _ => {}
     }
     let quick = args.iter().any(|a| a == "--quick");
     let seconds: f64 =
@@ -224,15 +231,21 @@ async fn calls_at(
     args: &[&str],
 ) -> anyhow::Result<()> {
     let direct = direct::Direct::start_program(program, args).await?;
-    let baseline = direct
-        .load("echo", hello(), concurrency, plan.warmup, plan.duration)
-        .await?;
+    let baseline = direct.load("echo", hello(), concurrency, plan).await?;
     direct.stop().await?;
+    let no_op = floor::no_op_load(concurrency, plan).await?;
     let config =
         format!("servers:\n  - name: demo\n    command: {program:?}\n    args: {args:?}\n");
     let broker = broker::BrokerProcess::start(&config, &[]).await?;
     let through = broker.echo_load(concurrency, plan).await?;
-    println!("{}", baseline.row(&format!("c={concurrency} direct")));
+    println!(
+        "{}",
+        baseline.row(&format!("c={concurrency} direct (cpu: client)"))
+    );
+    println!(
+        "{}",
+        no_op.row(&format!("c={concurrency} gRPC no-op (cpu: server)"))
+    );
     println!("{}", through.row(&format!("c={concurrency} broker")));
     println!(
         "c={concurrency} broker/direct: throughput {:.2}x, p50 {:+.3} ms, p99 {:+.3} ms, broker cpu/call {:.1} µs",
@@ -241,5 +254,28 @@ async fn calls_at(
         through.ms(0.99) - baseline.ms(0.99),
         through.cpu_per_call_us().unwrap_or(f64::NAN),
     );
+    floor_row(concurrency, &baseline, &no_op, &through);
     Ok(())
+}
+
+/// What a broker call costs above the floor: a gRPC call (the no-op) plus an MCP call (the
+/// direct one). On a machine whose cores are all busy, throughput goes as the inverse of the
+/// whole machine's CPU per call, which bounds the ratio to direct a broker costing only the
+/// floor could reach.
+fn floor_row(concurrency: usize, direct: &Figures, no_op: &Figures, broker: &Figures) {
+    let us = |cpu: Option<f64>| cpu.unwrap_or(f64::NAN);
+    let floor_cpu = us(no_op.cpu_per_call_us()) + us(direct.cpu_per_call_us());
+    let direct_machine = us(direct.machine_cpu_per_call_us());
+    let floor_machine = us(no_op.machine_cpu_per_call_us()) + direct_machine;
+    println!(
+        "c={concurrency} floor (gRPC no-op + direct): p50 {:+.3} ms over direct, cpu/call {floor_cpu:.1} µs; broker above it: p50 {:+.3} ms, cpu/call {:+.1} µs",
+        no_op.ms(0.5),
+        broker.ms(0.5) - direct.ms(0.5) - no_op.ms(0.5),
+        us(broker.cpu_per_call_us()) - floor_cpu,
+    );
+    println!(
+        "c={concurrency} machine cpu/call: direct {direct_machine:.1}, floor {floor_machine:.1}, broker {:.1} µs; a broker at the floor would do at most {:.2}x direct where CPU bounds",
+        us(broker.machine_cpu_per_call_us()),
+        direct_machine / floor_machine,
+    );
 }

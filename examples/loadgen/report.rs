@@ -14,6 +14,9 @@ pub struct Figures {
     pub latency: Histogram<u64>,
     /// CPU the broker used during the run, if measured.
     pub broker_cpu: Option<Duration>,
+    /// CPU every process on the machine used during the run (load generator, broker and
+    /// servers alike), if measured.
+    pub machine_cpu: Option<Duration>,
     /// The broker's resident memory at the end of the run, if measured.
     pub broker_rss_mib: Option<f64>,
 }
@@ -32,6 +35,12 @@ impl Figures {
     /// Broker CPU per call, in microseconds.
     pub fn cpu_per_call_us(&self) -> Option<f64> {
         let cpu = self.broker_cpu?;
+        Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
+    }
+
+    /// CPU of the whole machine per call, in microseconds.
+    pub fn machine_cpu_per_call_us(&self) -> Option<f64> {
+        let cpu = self.machine_cpu?;
         Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
     }
 
