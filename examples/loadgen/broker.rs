@@ -183,8 +183,10 @@ where
     });
     let mut figures = calls::run(concurrency, plan.warmup, plan.duration, call).await?;
     let (process_then, machine_then) = at_warm.await??;
+    let machine_now = machine_cpu()?;
     figures.broker_cpu = Some(cpu_of(pid)? - process_then);
-    figures.machine_cpu = Some(machine_cpu()? - machine_then);
+    figures.machine_cpu = Some(machine_now.busy - machine_then.busy);
+    figures.machine_steal = Some(machine_now.steal - machine_then.steal);
     figures.broker_rss_mib = Some(rss_mib_of(pid)?);
     Ok(figures)
 }
@@ -215,9 +217,16 @@ pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis(ticks * 10))
 }
 
-/// CPU time every CPU of the machine spent busy (user, nice, system, interrupts), from
-/// /proc/stat.
-pub fn machine_cpu() -> anyhow::Result<Duration> {
+/// The machine's CPU time, summed over its CPUs.
+pub struct MachineCpu {
+    /// Busy: user, nice, system, interrupts.
+    pub busy: Duration,
+    /// Stolen: wanted, but given by the hypervisor to other guests.
+    pub steal: Duration,
+}
+
+/// The machine's CPU time so far, from /proc/stat.
+pub fn machine_cpu() -> anyhow::Result<MachineCpu> {
     let stat = std::fs::read_to_string("/proc/stat")?;
     let total = stat.lines().next().context("an empty /proc/stat")?;
     let ticks: Vec<u64> = total
@@ -225,10 +234,11 @@ pub fn machine_cpu() -> anyhow::Result<Duration> {
         .skip(1)
         .map(str::parse)
         .collect::<Result<_, _>>()?;
-    // user, nice, system, (idle, iowait,) irq, softirq
-    let busy = [0, 1, 2, 5, 6]
-        .iter()
-        .map(|&i| ticks.get(i).copied().unwrap_or(0))
-        .sum::<u64>();
-    Ok(Duration::from_millis(busy * 10))
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal; USER_HZ is 100.
+    let ms = |t: u64| Duration::from_millis(t * 10);
+    Ok(MachineCpu {
+        busy: ms(at(0) + at(1) + at(2) + at(5) + at(6)),
+        steal: ms(at(7)),
+    })
 }

@@ -56,6 +56,7 @@ where
         latency,
         broker_cpu: None,
         machine_cpu: None,
+        machine_steal: None,
         broker_rss_mib: None,
     })
 }

@@ -3,14 +3,17 @@
 //! `loadgen null-server`), measured in the same run as the broker. A broker call is one such
 //! gRPC call plus one MCP call on a pipe, so the no-op's CPU and latency, added to the direct
 //! rmcp client's, bound from below what the broker can reach; what the broker spends above
-//! that sum is its own.
+//! that sum is its own. At concurrency 1 a harder floor sits beside it: the no-op plus a bare
+//! line's round trip through `cat` on a pipe (no JSON, no MCP), the least that waiting for an
+//! answer on a pipe costs here. For ListTools, the floor is the answer's bytes alone sent over
+//! loopback TCP (`loadgen bytes-server SIZE`: SIZE bytes for each byte read; no HTTP/2).
 
-use std::process::Stdio;
+use std::{process::Stdio, sync::Arc};
 
 use anyhow::{Context as _, anyhow};
 use tokio::{
-    io::{AsyncBufReadExt, BufReader},
-    net::TcpListener,
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{TcpListener, TcpStream},
     process::{Child, Command},
 };
 use tonic::transport::{Channel, Server, server::TcpIncoming};
@@ -40,7 +43,7 @@ pub async fn serve() -> anyhow::Result<()> {
 /// Closed-loop health checks against a fresh `loadgen null-server` at `concurrency`, with that
 /// server's CPU per call; every answer checked to be SERVING.
 pub async fn no_op_load(concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
-    let server = NullServer::start().await?;
+    let server = Helper::start(&["null-server"]).await?;
     let channel = Channel::from_shared(format!("http://{}", server.addr))?
         .connect()
         .await?;
@@ -61,16 +64,17 @@ pub async fn no_op_load(concurrency: usize, plan: Plan) -> anyhow::Result<Figure
     measure_process(pid, concurrency, plan, call).await
 }
 
-/// A running `loadgen null-server` (killed when dropped).
-struct NullServer {
+/// A helper process: a running `loadgen null-server` or `bytes-server` (killed when dropped).
+struct Helper {
     child: Child,
     addr: String,
 }
 
-impl NullServer {
-    async fn start() -> anyhow::Result<Self> {
+impl Helper {
+    /// Starts `loadgen ARGS` and reads the address it prints.
+    async fn start(args: &[&str]) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
-            .arg("null-server")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -80,7 +84,81 @@ impl NullServer {
             .lines()
             .next_line()
             .await?
-            .ok_or_else(|| anyhow!("the null server exited before listening"))?;
+            .ok_or_else(|| anyhow!("loadgen {args:?} exited before listening"))?;
         Ok(Self { child, addr })
     }
+}
+
+/// Closed-loop round trips of one short line through `cat` on a pipe, at concurrency 1, with
+/// this process's CPU per round trip; every line checked to come back.
+pub async fn pipe_load(plan: Plan) -> anyhow::Result<Figures> {
+    let mut cat = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting cat")?;
+    let writer = cat.stdin.take().expect("piped");
+    let reader = BufReader::new(cat.stdout.take().expect("piped"));
+    // One caller at a time (concurrency 1): the lock is never contended.
+    let pipe = Arc::new(tokio::sync::Mutex::new((writer, reader, String::new())));
+    let call = move || {
+        let pipe = pipe.clone();
+        async move {
+            let mut pipe = pipe.lock().await;
+            let (writer, reader, line) = &mut *pipe;
+            writer.write_all(b"ping\n").await?;
+            line.clear();
+            reader.read_line(line).await?;
+            anyhow::ensure!(line == "ping\n", "cat answered {line:?}");
+            anyhow::Ok(())
+        }
+    };
+    let figures = measure_process(std::process::id(), 1, plan, call).await;
+    drop(cat);
+    figures
+}
+
+/// Serves `size` bytes for each byte read, to each connection, on a free loopback port
+/// (printed on stdout) until killed.
+pub async fn serve_bytes(size: usize) -> anyhow::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", listener.local_addr()?);
+    let blob: Arc<[u8]> = vec![7; size].into();
+    loop {
+        let (mut stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let blob = blob.clone();
+        tokio::spawn(async move {
+            let mut asked = [0; 1];
+            while stream.read_exact(&mut asked).await.is_ok() {
+                if stream.write_all(&blob).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Closed-loop requests for `size` bytes from a fresh `loadgen bytes-server`, at concurrency
+/// 1, with that server's CPU per answer; every answer read whole.
+pub async fn bytes_load(size: usize, plan: Plan) -> anyhow::Result<Figures> {
+    let server = Helper::start(&["bytes-server", &size.to_string()]).await?;
+    let stream = TcpStream::connect(&server.addr).await?;
+    stream.set_nodelay(true)?;
+    // One caller at a time (concurrency 1): the lock is never contended.
+    let link = Arc::new(tokio::sync::Mutex::new((stream, vec![0; size])));
+    let call = move || {
+        let link = link.clone();
+        async move {
+            let mut link = link.lock().await;
+            let (stream, answer) = &mut *link;
+            stream.write_all(&[1]).await?;
+            stream.read_exact(answer).await?;
+            anyhow::ensure!(answer.last() == Some(&7), "a wrong answer");
+            anyhow::Ok(())
+        }
+    };
+    let pid = server.child.id().context("the bytes server exited")?;
+    measure_process(pid, 1, plan, call).await
 }

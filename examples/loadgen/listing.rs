@@ -24,6 +24,9 @@ const MAX_ANSWER: usize = 64 << 20;
 #[derive(Debug, Default)]
 struct Undecoded {
     tools: usize,
+    /// Fields other than `tools`, and the message's bytes (for a wrong answer's report).
+    others: usize,
+    bytes: usize,
 }
 
 impl prost::Message for Undecoded {
@@ -38,7 +41,11 @@ impl prost::Message for Undecoded {
     ) -> Result<(), prost::DecodeError> {
         // Field 1 is `tools`.
         self.tools += usize::from(tag == 1);
-        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+        self.others += usize::from(tag != 1);
+        let before = buf.remaining();
+        let skipped = prost::encoding::skip_field(wire_type, tag, buf, ctx);
+        self.bytes += before - buf.remaining();
+        skipped
     }
 
     fn encoded_len(&self) -> usize {
@@ -46,7 +53,7 @@ impl prost::Message for Undecoded {
     }
 
     fn clear(&mut self) {
-        self.tools = 0;
+        *self = Self::default();
     }
 }
 
@@ -97,6 +104,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         println!(
             "{}",
             figures.row(&format!("{tools} tools c=1 broker, not decoded"))
+        );
+        let floor = crate::floor::bytes_load(first.encoded_len(), plan).await?;
+        println!(
+            "{}",
+            floor.row(&format!("{tools} tools c=1 floor: its bytes on TCP"))
         );
         let figures = face_list(&broker, port, tools, plan).await?;
         println!("{}", figures.row(&format!("{tools} tools c=1 MCP face")));
@@ -209,8 +221,11 @@ async fn undecoded(broker: &BrokerProcess, expected: usize, plan: Plan) -> anyho
                     codec,
                 )
                 .await?;
-            let tools = listed.into_inner().tools;
-            anyhow::ensure!(tools == expected, "ListTools answered {tools} tools");
+            let (metadata, answer, _) = listed.into_parts();
+            anyhow::ensure!(
+                answer.tools == expected,
+                "ListTools answered {answer:?}, with {metadata:?}"
+            );
             anyhow::Ok(())
         }
     };

@@ -11,8 +11,8 @@
 //!   `--concurrency 1,64` narrow it. Beside them, the floor: a gRPC no-op (tonic's health
 //!   `Check` from `loadgen null-server`), whose cost plus the direct client's is the least a
 //!   broker call can cost here;
-//! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list` and
-//!   the MCP face's;
+//! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`,
+//!   the MCP face's, and the floor: the answer's bytes alone over loopback TCP;
 //! - `watch`: N Watch streams, time until all have seen a tool-set change;
 //! - `startup`: time from process start to the port accepting, and idle RSS;
 //! - `replicas`: a one-request-at-a-time server with `replicas: 1` and `replicas: 4`;
@@ -81,6 +81,10 @@ async fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("echo-server") => return echo_server::serve().await,
         Some("null-server") => return floor::serve().await,
+        Some("bytes-server") => {
+            let size = args.get(1).map_or(Ok(0), |size| size.parse())?;
+            return floor::serve_bytes(size).await;
+        }
         _ => {}
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -255,6 +259,18 @@ async fn calls_at(
         through.cpu_per_call_us().unwrap_or(f64::NAN),
     );
     floor_row(concurrency, &baseline, &no_op, &through);
+    if concurrency == 1 {
+        let pipe = floor::pipe_load(plan).await?;
+        println!("{}", pipe.row("c=1 a line through cat (cpu: client)"));
+        let us = |figures: &Figures| figures.cpu_per_call_us().unwrap_or(f64::NAN);
+        println!(
+            "c=1 hard floor (gRPC no-op + a line through cat): p50 {:.3} ms, cpu/call {:.1} µs; broker p50 {:.3} ms, cpu/call {:.1} µs",
+            no_op.ms(0.5) + pipe.ms(0.5),
+            us(&no_op) + us(&pipe),
+            through.ms(0.5),
+            us(&through),
+        );
+    }
     Ok(())
 }
 
@@ -274,8 +290,11 @@ fn floor_row(concurrency: usize, direct: &Figures, no_op: &Figures, broker: &Fig
         us(broker.cpu_per_call_us()) - floor_cpu,
     );
     println!(
-        "c={concurrency} machine cpu/call: direct {direct_machine:.1}, floor {floor_machine:.1}, broker {:.1} µs; a broker at the floor would do at most {:.2}x direct where CPU bounds",
+        "c={concurrency} machine cpu/call: direct {direct_machine:.1}, floor {floor_machine:.1}, broker {:.1} µs; a broker at the floor would do at most {:.2}x direct where CPU bounds; stolen by the host: {:.1}/{:.1}/{:.1} %",
         us(broker.machine_cpu_per_call_us()),
         direct_machine / floor_machine,
+        us(direct.stolen_percent()),
+        us(no_op.stolen_percent()),
+        us(broker.stolen_percent()),
     );
 }

@@ -17,6 +17,9 @@ pub struct Figures {
     /// CPU every process on the machine used during the run (load generator, broker and
     /// servers alike), if measured.
     pub machine_cpu: Option<Duration>,
+    /// CPU time the hypervisor gave to others while this machine's CPUs wanted it (steal),
+    /// summed over CPUs, if measured.
+    pub machine_steal: Option<Duration>,
     /// The broker's resident memory at the end of the run, if measured.
     pub broker_rss_mib: Option<f64>,
 }
@@ -42,6 +45,13 @@ impl Figures {
     pub fn machine_cpu_per_call_us(&self) -> Option<f64> {
         let cpu = self.machine_cpu?;
         Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
+    }
+
+    /// Steal as a share of the run's CPU time (wall time × CPUs), in per cent.
+    pub fn stolen_percent(&self) -> Option<f64> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let steal = self.machine_steal?.as_secs_f64();
+        Some(100.0 * steal / (self.elapsed.as_secs_f64() * cpus as f64))
     }
 
     /// One printed row.
