@@ -27,6 +27,8 @@ struct Undecoded {
     /// Fields other than `tools`, and the message's bytes (for a wrong answer's report).
     others: usize,
     bytes: usize,
+    /// Field 2, the catalog revision.
+    revision: u64,
 }
 
 impl prost::Message for Undecoded {
@@ -43,9 +45,13 @@ impl prost::Message for Undecoded {
         self.tools += usize::from(tag == 1);
         self.others += usize::from(tag != 1);
         let before = buf.remaining();
-        let skipped = prost::encoding::skip_field(wire_type, tag, buf, ctx);
+        let read = if tag == 2 {
+            prost::encoding::uint64::merge(wire_type, &mut self.revision, buf, ctx)
+        } else {
+            prost::encoding::skip_field(wire_type, tag, buf, ctx)
+        };
         self.bytes += before - buf.remaining();
-        skipped
+        read
     }
 
     fn encoded_len(&self) -> usize {

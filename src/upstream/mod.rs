@@ -26,6 +26,7 @@ mod process;
 mod reporter;
 mod session;
 mod slots;
+mod spawner;
 pub mod sse;
 mod stdout_guard;
 mod supervisor;

@@ -21,7 +21,7 @@ use tokio::{
 };
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{faults::Verdict, stdout_guard::StdoutGuard};
+use super::{faults::Verdict, spawner, stdout_guard::StdoutGuard};
 use crate::domain::{
     config::Launch,
     names::ServerName,
@@ -112,7 +112,8 @@ pub fn spawn(
     // Its own process group, so stopping it also stops what it started (npx → node → server).
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
-    let mut child = wrapped.spawn().map_err(|source| StartFailure::Spawn {
+    let spawned = spawner::on_spawner_thread(move || wrapped.spawn());
+    let mut child = spawned.map_err(|source| StartFailure::Spawn {
         command: spec.command.clone(),
         kind: source.kind(),
         detail: source.to_string(),
@@ -186,7 +187,8 @@ pub fn minimal_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String,
 }
 
 /// Linux: the child gets SIGKILL when the broker dies, even by SIGKILL, so no server outlives
-/// it. (Grandchildren are not covered by this; they see their stdin close instead.)
+/// it. (Grandchildren are not covered by this; they see their stdin close instead.) The signal
+/// comes when the forking thread exits, hence [`spawner`].
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn die_with_parent(command: &mut tokio::process::Command) {
@@ -348,5 +350,31 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(kept, ["PATH", "HOME", "LC_TIME", "https_proxy"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_outlives_the_thread_that_started_it() {
+        let launch = Launch {
+            command: "sleep".into(),
+            args: vec!["30".into()],
+            env: Vec::new(),
+            cwd: None,
+            inherit_env: false,
+        };
+        let server = ServerName::parse("sleeper").unwrap();
+        let runtime = tokio::runtime::Handle::current();
+        // As a tokio thread may: start the server, then end (a blocking-pool thread exits
+        // after 10 s idle).
+        let started = std::thread::spawn(move || {
+            let _entered = runtime.enter();
+            spawn(&server, &launch, 1024)
+        });
+        let (mut process, _pipes) = started.join().unwrap().unwrap();
+        let ended = tokio::time::timeout(Duration::from_millis(500), process.wait()).await;
+        assert!(
+            ended.is_err(),
+            "the server ended with the thread that started it: {ended:?}"
+        );
+        process.stop(Duration::from_secs(1)).await;
     }
 }
