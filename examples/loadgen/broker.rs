@@ -213,8 +213,12 @@ pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
         .split_whitespace()
         .collect();
     let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    // /proc reports times in USER_HZ, which Linux fixes at 100 for user space.
-    Ok(Duration::from_millis(ticks * 10))
+    Ok(from_ticks(ticks))
+}
+
+/// A time /proc reports in USER_HZ, which Linux fixes at 100 for user space.
+fn from_ticks(ticks: u64) -> Duration {
+    Duration::from_millis(ticks * 10)
 }
 
 /// The machine's CPU time, summed over its CPUs.
@@ -235,10 +239,9 @@ pub fn machine_cpu() -> anyhow::Result<MachineCpu> {
         .map(str::parse)
         .collect::<Result<_, _>>()?;
     let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal; USER_HZ is 100.
-    let ms = |t: u64| Duration::from_millis(t * 10);
+    // user nice system idle iowait irq softirq steal
     Ok(MachineCpu {
-        busy: ms(at(0) + at(1) + at(2) + at(5) + at(6)),
-        steal: ms(at(7)),
+        busy: from_ticks(at(0) + at(1) + at(2) + at(5) + at(6)),
+        steal: from_ticks(at(7)),
     })
 }

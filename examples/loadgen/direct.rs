@@ -11,8 +11,6 @@ use rmcp::{
 };
 use serde_json::{Map, Value};
 
-use futures::future::BoxFuture;
-
 use crate::{
     Plan,
     broker::{measure_process, toolbroker_bin},
@@ -53,26 +51,17 @@ impl Direct {
         concurrency: usize,
         plan: Plan,
     ) -> anyhow::Result<Figures> {
-        let call = self.caller(tool, arguments);
-        measure_process(std::process::id(), concurrency, plan, call).await
-    }
-
-    /// One call of `tool` with `arguments`, its result checked not to be an error.
-    fn caller(
-        &self,
-        tool: &'static str,
-        arguments: Map<String, Value>,
-    ) -> impl Fn() -> BoxFuture<'static, anyhow::Result<()>> + Clone + Send + 'static {
         let peer = self.client.peer().clone();
-        move || {
+        let call = move || {
             let peer = peer.clone();
             let params = CallToolRequestParams::new(tool).with_arguments(arguments.clone());
-            Box::pin(async move {
+            async move {
                 let result = peer.call_tool(params).await?;
                 anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
                 anyhow::Ok(())
-            })
-        }
+            }
+        };
+        measure_process(std::process::id(), concurrency, plan, call).await
     }
 
     /// The session, to send requests on.

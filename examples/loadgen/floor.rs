@@ -60,8 +60,7 @@ pub async fn no_op_load(concurrency: usize, plan: Plan) -> anyhow::Result<Figure
             anyhow::Ok(())
         }
     };
-    let pid = server.child.id().context("the null server exited")?;
-    measure_process(pid, concurrency, plan, call).await
+    measure_process(server.pid()?, concurrency, plan, call).await
 }
 
 /// A helper process: a running `loadgen null-server` or `bytes-server` (killed when dropped).
@@ -86,6 +85,11 @@ impl Helper {
             .await?
             .ok_or_else(|| anyhow!("loadgen {args:?} exited before listening"))?;
         Ok(Self { child, addr })
+    }
+
+    /// Its process id, while it runs.
+    fn pid(&self) -> anyhow::Result<u32> {
+        self.child.id().context("the helper process exited")
     }
 }
 
@@ -159,6 +163,5 @@ pub async fn bytes_load(size: usize, plan: Plan) -> anyhow::Result<Figures> {
             anyhow::Ok(())
         }
     };
-    let pid = server.child.id().context("the bytes server exited")?;
-    measure_process(pid, 1, plan, call).await
+    measure_process(server.pid()?, 1, plan, call).await
 }

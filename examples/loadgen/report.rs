@@ -37,14 +37,17 @@ impl Figures {
 
     /// Broker CPU per call, in microseconds.
     pub fn cpu_per_call_us(&self) -> Option<f64> {
-        let cpu = self.broker_cpu?;
-        Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
+        self.broker_cpu.map(|cpu| self.per_call_us(cpu))
     }
 
     /// CPU of the whole machine per call, in microseconds.
     pub fn machine_cpu_per_call_us(&self) -> Option<f64> {
-        let cpu = self.machine_cpu?;
-        Some(cpu.as_secs_f64() * 1e6 / self.calls.max(1) as f64)
+        self.machine_cpu.map(|cpu| self.per_call_us(cpu))
+    }
+
+    /// `total` spread over the calls, in microseconds.
+    fn per_call_us(&self, total: Duration) -> f64 {
+        total.as_secs_f64() * 1e6 / self.calls.max(1) as f64
     }
 
     /// Steal as a share of the run's CPU time (wall time × CPUs), in per cent.
