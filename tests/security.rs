@@ -244,7 +244,7 @@ async fn tls_with_client_certificates() {
     let broker = Broker::builder()
         .top("tls", tls)
         .top("auth", auth)
-        .server(demo("demo"))
+        .server(demo("demo").args(["--extra-tools", "150"]))
         .tls(with_cert)
         .start()
         .await;
@@ -253,6 +253,11 @@ async fn tls_with_client_certificates() {
         broker.text("echo", r#"{"message": "over mTLS"}"#).await,
         "over mTLS"
     );
+    // An answer of many frames, written in batches under TLS, arrives whole.
+    broker.wait_ready().await;
+    let listed = broker.tools().await;
+    assert!(prost::Message::encoded_len(&listed) > 256 * 1024);
+    assert_eq!(listed.tools.len(), 150 + 13);
 
     // Without a client certificate: the connection (and health) work, calls do not.
     let addr = broker.addr;

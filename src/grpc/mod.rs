@@ -2,6 +2,7 @@
 //! assembled router with health and reflection.
 
 mod authenticate;
+mod batched_writes;
 pub mod broker_service;
 pub mod call_audit;
 mod call_context;

@@ -4,6 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+use futures::TryStreamExt as _;
 use http::HeaderValue;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -12,8 +13,8 @@ use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
-    authenticate::Authenticated, broker_service::BrokerService, observe, pre_encoded::PassThrough,
-    status::to_status,
+    authenticate::Authenticated, batched_writes::BatchedWrites, broker_service::BrokerService,
+    observe, pre_encoded::PassThrough, status::to_status,
 };
 use crate::{
     auth::Gate,
@@ -81,11 +82,13 @@ pub async fn serve<H: Health>(
     let stop = closing.clone().cancelled_owned();
     let served = match parts.tls {
         Some(acceptor) => {
-            let incoming = tls::incoming(listener, acceptor, closing);
+            let incoming = tls::incoming(listener, acceptor, closing).map_ok(BatchedWrites::new);
             router.serve_with_incoming_shutdown(incoming, stop).await
         }
         None => {
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map_ok(BatchedWrites::new);
             router.serve_with_incoming_shutdown(incoming, stop).await
         }
     };
