@@ -111,6 +111,15 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             "{}",
             figures.row(&format!("{tools} tools c=1 broker, not decoded"))
         );
+        if let (Some(machine), Some(broker)) =
+            (figures.machine_cpu_per_call_us(), figures.cpu_per_call_us())
+        {
+            // The client's h2 and tonic's copy of the answer are on the p50's path too.
+            println!(
+                "{tools} tools c=1 not decoded: cpu/call of the machine {machine:.1} µs, of all but the broker (the client, mostly) {:.1} µs",
+                machine - broker
+            );
+        }
         let floor = crate::floor::bytes_load(first.encoded_len(), plan).await?;
         println!(
             "{}",
