@@ -120,6 +120,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
                 machine - broker
             );
         }
+        let figures = crate::bare_h2::list_tools(&broker, first.encoded_len(), plan).await?;
+        println!(
+            "{}",
+            figures.row(&format!("{tools} tools c=1 broker, bare h2 client"))
+        );
         let floor = crate::floor::bytes_load(first.encoded_len(), plan).await?;
         println!(
             "{}",

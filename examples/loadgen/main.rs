@@ -39,6 +39,7 @@
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
 
+mod bare_h2;
 mod broker;
 mod calls;
 mod collector;
