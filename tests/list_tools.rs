@@ -247,4 +247,20 @@ async fn large_answers_whole_and_filtered_decode_to_the_same_tools() {
         assert_eq!(filtered.tools, expected, "server {server}");
         assert_eq!(filtered.revision, whole.revision);
     }
+    // A client with HTTP/2's smallest windows: the broker sends 64 KiB, then waits for the
+    // client to give them back, however the frames are batched on the way.
+    let narrow = tonic::transport::Endpoint::from_shared(format!("http://{}", broker.addr))
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let listed = proto::tool_broker_client::ToolBrokerClient::new(narrow)
+        .max_decoding_message_size(64 << 20)
+        .list_tools(proto::ListToolsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed, whole);
 }
