@@ -101,7 +101,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for BatchedWrites<T> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        true
+        // What h2 sees decides how it writes small frames, which go straight through.
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
