@@ -93,7 +93,8 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             .list_tools(ListToolsRequest::default())
             .await?
             .into_inner();
-        let (tools, kib) = (first.tools.len(), first.encoded_len() / 1024);
+        let (tools, message_len) = (first.tools.len(), first.encoded_len());
+        let kib = message_len / 1024;
         let first_ms = started.elapsed().as_secs_f64() * 1e3;
         println!("{tools} tools: broker RSS when ready, before any ListTools: {ready_rss:.1} MiB");
         println!(
@@ -120,12 +121,12 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
                 machine - broker
             );
         }
-        let figures = crate::bare_h2::list_tools(&broker, first.encoded_len(), plan).await?;
+        let figures = crate::bare_h2::list_tools(&broker, message_len, plan).await?;
         println!(
             "{}",
             figures.row(&format!("{tools} tools c=1 broker, bare h2 client"))
         );
-        let floor = crate::floor::bytes_load(first.encoded_len(), plan).await?;
+        let floor = crate::floor::bytes_load(message_len, plan).await?;
         println!(
             "{}",
             floor.row(&format!("{tools} tools c=1 floor: its bytes on TCP"))

@@ -32,7 +32,8 @@ pub struct BatchedWrites<T> {
     held: Vec<u8>,
     /// How much of `held` the socket has taken.
     sent: usize,
-    /// The last write was large and no flush has been put off since.
+    /// The last write held was large and no flush has been put off since (read only while
+    /// something is held).
     flush_later: bool,
 }
 
@@ -82,13 +83,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for BatchedWrites<T> {
         let this = self.get_mut();
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if this.held.is_empty() && len < LARGE {
-            this.flush_later = false;
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         }
         if this.held.len() + len > HOLD_UP_TO {
             ready!(this.poll_send_held(cx))?;
             if len >= HOLD_UP_TO {
-                this.flush_later = false;
                 return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
             }
         }
