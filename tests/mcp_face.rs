@@ -678,6 +678,43 @@ async fn a_call_answered_directly_is_plain_json_unless_something_comes_before_it
 }
 
 #[tokio::test]
+async fn a_tools_list_answered_directly_is_plain_json_and_the_same_as_rmcps() {
+    // 250 more tools of ~1.4 KB each: over the 256 KiB the face writes at a time.
+    let many = demo("many").prefix("m_").args(["--extra-tools", "250"]);
+    let (_broker, url) = face(|b| b.server(many)).await;
+    let common = raw_session(&url).await;
+    let mut headers: Vec<(&str, &str)> = common.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let list = json!({"jsonrpc": "2.0", "id": "all", "method": "tools/list"});
+    let content_type =
+        |headers: &reqwest::header::HeaderMap| headers["content-type"].to_str().unwrap().to_owned();
+
+    let (status, direct, response) = post(&url, &headers, list.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type(&response), "application/json");
+    // Written a piece at a time, not whole.
+    let chunked = response
+        .get("transfer-encoding")
+        .map(|v| v.to_str().unwrap());
+    assert_eq!(chunked, Some("chunked"), "{response:?}");
+    let direct = direct.unwrap();
+    assert_eq!(direct["id"], "all");
+    let tools = direct["result"]["tools"].as_array().unwrap();
+    let stats = tools.iter().find(|t| t["name"] == "d_stats").unwrap();
+    assert!(stats["outputSchema"].is_object(), "{stats}");
+    assert_eq!(stats["annotations"]["readOnlyHint"], true, "{stats}");
+
+    // rmcp answers what the face does not take itself (a browser's origin): the same tools,
+    // field for field.
+    headers.push(("origin", "http://localhost:3000"));
+    let (status, through_rmcp, response) = post(&url, &headers, list).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type(&response), "text/event-stream");
+    let through_rmcp = through_rmcp.unwrap();
+    assert_eq!(direct["result"], through_rmcp["result"]);
+    assert_eq!(tools.len(), 13 + 13 + 250);
+}
+
+#[tokio::test]
 async fn the_python_sdk_client_lists_calls_and_sees_progress() {
     let (_broker, url) = face(|b| b).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/face_client.py");

@@ -1,6 +1,8 @@
-//! `tools/call` answered by the face itself, on the task of the HTTP connection it came on,
-//! for a plain POST in an initialized session (see [`plain_call`](super::plain_call)); every
-//! other request goes on to rmcp's streamable HTTP service.
+//! `tools/call` and `tools/list` answered by the face itself, on the task of the HTTP
+//! connection they came on, for a plain POST in an initialized session (see
+//! [`plain_request`](super::plain_request)); every other request goes on to rmcp's
+//! streamable HTTP service. A `tools/list` is written straight from the catalog's schema
+//! texts (see [`tool_list`]).
 //!
 //! Through rmcp a call's body is parsed into an untagged enum, the service (with its config)
 //! is cloned, and the call passes from the HTTP task to the session's worker, to its service
@@ -36,8 +38,10 @@ use tokio_util::sync::CancellationToken;
 use super::{
     Face,
     directory::Directory,
-    plain_call::{self, PlainCall},
+    plain_request::{self, PlainCall},
     relay::{AnswerStream, Relay},
+    request::Asker,
+    tool_list,
 };
 
 /// How often an SSE answer that is still running sends a comment, so that proxies keep it.
@@ -63,7 +67,7 @@ pub async fn answer_directly(
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let Some(session) = plain_call::session_of(request.headers(), direct.loopback) else {
+    let Some(session) = plain_request::session_of(request.headers(), direct.loopback) else {
         return next.run(request).await;
     };
     let (parts, body) = request.into_parts();
@@ -74,7 +78,7 @@ pub async fn answer_directly(
             return (StatusCode::BAD_REQUEST, message).into_response();
         }
     };
-    let call = plain_call::call_of(&body);
+    let call = plain_request::call_of(&body);
     let started = call.as_ref().and_then(|call| {
         let directory = &direct.face.directory;
         directory.start_call(&session, &call.id)
@@ -86,10 +90,16 @@ pub async fn answer_directly(
             let face = direct.face.with_session(state);
             direct.answer(face, session, call, extensions, cancel).await
         }
-        _ => {
-            let request = Request::from_parts(parts, Body::from(body));
-            next.run(request).await
-        }
+        (Some(_), None) => next.run(Request::from_parts(parts, Body::from(body))).await,
+        (None, _) => match plain_request::list_of(&body) {
+            Some(list) if direct.face.directory.in_session(&session) => {
+                let asker = Asker::of_parts(Some(&parts));
+                let snapshot = direct.face.broker.snapshot();
+                let caller = asker.caller(&snapshot.views);
+                list_response(tool_list::Answer::new(&snapshot, &caller, &list.id))
+            }
+            _ => next.run(Request::from_parts(parts, Body::from(body))).await,
+        },
     }
 }
 
@@ -168,19 +178,43 @@ impl DirectCalls {
 /// One JSON-RPC message as the whole response.
 fn json_response(message: &ServerJsonRpcMessage) -> Response {
     match serde_json::to_vec(message) {
-        Ok(json) => {
-            let mut response = Response::new(Body::from(json));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            response
-        }
-        Err(error) => {
-            tracing::warn!(%error, "a face answer could not be serialized");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
+        Ok(json) => json_body(Body::from(json)),
+        Err(error) => not_written(&error),
     }
+}
+
+/// A `tools/list` answer as the response: one body of known length if it is one piece (sent
+/// with the headers in one write), else the pieces as the connection takes them.
+fn list_response(answer: serde_json::Result<tool_list::Answer>) -> Response {
+    let mut answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => return not_written(&error),
+    };
+    match answer.next() {
+        Some(Ok(first)) if answer.is_done() => json_body(Body::from(first)),
+        Some(Ok(first)) => {
+            let pieces = std::iter::once(Ok(first)).chain(answer);
+            json_body(Body::from_stream(futures::stream::iter(pieces)))
+        }
+        Some(Err(error)) => not_written(&error),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// `body` as an `application/json` response.
+fn json_body(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The answer to a request whose answer could not be serialized.
+fn not_written(error: &serde_json::Error) -> Response {
+    tracing::warn!(%error, "a face answer could not be serialized");
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
 /// JSON-RPC messages as an SSE stream, one event each, with keep-alive comments.

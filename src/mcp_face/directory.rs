@@ -91,6 +91,17 @@ impl Directory {
         self.entries().remove(id);
     }
 
+    /// Whether session `id` is initialized and running: a request of its the face may answer
+    /// itself. Counts as activity.
+    pub fn in_session(&self, id: &SessionId) -> bool {
+        let mut entries = self.entries();
+        let Some(entry) = entries.get_mut(id) else {
+            return false;
+        };
+        entry.active = Instant::now();
+        entry.session.strong_count() > 0
+    }
+
     /// Call `request` of session `id` starts, to be answered directly: the session's state
     /// and the token that cancels the call; `None` if the session is not initialized (rmcp
     /// runs the call then).
@@ -217,9 +228,11 @@ mod tests {
         let request = RequestId::Number(7);
         directory.open(&id("a"));
         assert!(directory.start_call(&id("a"), &request).is_none());
+        assert!(!directory.in_session(&id("a")));
         assert!(directory.start_call(&id("unknown"), &request).is_none());
         let session = Arc::new(Session::default());
         directory.initialized(&id("a"), &session);
+        assert!(directory.in_session(&id("a")) && !directory.in_session(&id("unknown")));
         let (state, cancel) = directory.start_call(&id("a"), &request).unwrap();
         assert!(Arc::ptr_eq(&state, &session));
         assert!(!directory.cancel_call(&id("a"), &RequestId::Number(8)));

@@ -12,7 +12,7 @@ mod direct_calls;
 mod directory;
 mod face_sessions;
 mod handler;
-mod plain_call;
+mod plain_request;
 mod relay;
 mod request;
 mod session;

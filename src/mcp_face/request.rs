@@ -45,7 +45,11 @@ pub struct Asker {
 impl Asker {
     /// The asker of one request.
     pub fn of(extensions: &Extensions) -> Self {
-        let parts = http_parts(extensions);
+        Self::of_parts(http_parts(extensions))
+    }
+
+    /// The asker of the HTTP request whose `parts` these are (anyone, if none).
+    pub fn of_parts(parts: Option<&http::request::Parts>) -> Self {
         Self {
             caller: parts
                 .and_then(|parts| parts.extensions.get::<Caller>())

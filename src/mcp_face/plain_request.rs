@@ -1,12 +1,15 @@
 //! Which POSTs the face answers itself (see [`direct_calls`](super::direct_calls)): one
-//! `tools/call` request in a session, sent plainly. The test is deliberately narrower than
+//! `tools/call` or `tools/list` request in a session, sent plainly. The test is deliberately narrower than
 //! what rmcp accepts: everything it does not recognise (an `Origin`, a host off the
 //! loopback list, SEP-2243 headers, a per-request protocol version, a batch, a retried
 //! call) goes to rmcp, which knows every case and answers it as the spec says.
 
 use http::{HeaderMap, header};
 use rmcp::{
-    model::{CallToolRequestMethod, CallToolRequestParams, JsonRpcVersion2_0, RequestId},
+    model::{
+        CallToolRequestMethod, CallToolRequestParams, JsonRpcVersion2_0, ListToolsRequestMethod,
+        PaginatedRequestParams, RequestId, RequestMetaObject,
+    },
     transport::streamable_http_server::SessionId,
 };
 use serde::Deserialize;
@@ -33,6 +36,20 @@ pub struct PlainCall {
     _method: CallToolRequestMethod,
     /// The call.
     pub params: CallToolRequestParams,
+}
+
+/// One plain `tools/list` request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainList {
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: JsonRpcVersion2_0,
+    /// Its JSON-RPC id.
+    pub id: RequestId,
+    #[serde(rename = "method")]
+    _method: ListToolsRequestMethod,
+    #[serde(default)]
+    params: Option<PaginatedRequestParams>,
 }
 
 /// The session a POST with `headers` belongs to, if its headers are plain: JSON in, JSON and
@@ -79,13 +96,30 @@ fn host_name(host: &str) -> &str {
 /// JSON-RPC's, no protocol keys in its `_meta`, not the retry of an incomplete call.
 pub fn call_of(body: &[u8]) -> Option<PlainCall> {
     let call: PlainCall = serde_json::from_slice(body).ok()?;
-    let protocol_meta = call.params.meta.as_ref().is_some_and(|meta| {
+    let protocol_meta = has_protocol_keys(call.params.meta.as_ref());
+    let retried = call.params.input_responses.is_some() || call.params.request_state.is_some();
+    (!protocol_meta && !retried).then_some(call)
+}
+
+/// The listing a POST's `body` is, if it is one plain `tools/list` request: no fields beyond
+/// JSON-RPC's, no protocol keys in its `_meta`, no cursor (the face lists all tools in one
+/// page, so a cursor is not one it gave).
+pub fn list_of(body: &[u8]) -> Option<PlainList> {
+    let list: PlainList = serde_json::from_slice(body).ok()?;
+    let params = list.params.as_ref();
+    let protocol_meta = has_protocol_keys(params.and_then(|params| params.meta.as_ref()));
+    let cursor = params.is_some_and(|params| params.cursor.is_some());
+    (!protocol_meta && !cursor).then_some(list)
+}
+
+/// Whether a request's `_meta` has keys of the protocol's own (2026-07-28 puts the version
+/// and the client's details there): rmcp reads those.
+fn has_protocol_keys(meta: Option<&RequestMetaObject>) -> bool {
+    meta.is_some_and(|meta| {
         meta.0
             .keys()
             .any(|key| key.starts_with("io.modelcontextprotocol/"))
-    });
-    let retried = call.params.input_responses.is_some() || call.params.request_state.is_some();
-    (!protocol_meta && !retried).then_some(call)
+    })
 }
 
 #[cfg(test)]
@@ -165,5 +199,32 @@ mod tests {
         ] {
             assert!(call_of(body.as_bytes()).is_none(), "{body}");
         }
+    }
+
+    #[test]
+    fn only_one_plain_tools_list_request_is_taken() {
+        for (body, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+                RequestId::Number(3),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{"_meta":{"progressToken":1}}}"#,
+                RequestId::String("l".into()),
+            ),
+        ] {
+            assert_eq!(list_of(body.as_bytes()).unwrap().id, id, "{body}");
+        }
+        for body in [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/list"}"#,
+            r#"[{"jsonrpc":"2.0","id":7,"method":"tools/list"}]"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"c"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        ] {
+            assert!(list_of(body.as_bytes()).is_none(), "{body}");
+        }
+        assert!(call_of(br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).is_none());
     }
 }
