@@ -131,8 +131,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             "{}",
             floor.row(&format!("{tools} tools c=1 floor: its bytes on TCP"))
         );
-        let figures = face_list(&broker, port, tools, plan).await?;
-        println!("{}", figures.row(&format!("{tools} tools c=1 MCP face")));
+        for concurrency in [1, 16] {
+            let figures = face_list(&broker, port, tools, concurrency, plan).await?;
+            let row = format!("{tools} tools c={concurrency} MCP face");
+            println!("{}", figures.row(&row));
+        }
         // (The 10-tool catalog names its tools, so an added one would not be exposed.)
         if filter.is_empty() {
             let after = first_after_one_added(&client, first.revision).await?;
@@ -204,11 +207,13 @@ async fn decoded(
     measure_process(broker.pid(), concurrency, plan, call).await
 }
 
-/// `tools/list` through the MCP face at concurrency 1, every page, with rmcp's client.
+/// `tools/list` through the MCP face at `concurrency`, every page, with rmcp's client (one
+/// session, as an agent's).
 async fn face_list(
     broker: &BrokerProcess,
     port: u16,
     expected: usize,
+    concurrency: usize,
     plan: Plan,
 ) -> anyhow::Result<Figures> {
     let face = crate::face::connect(&format!("http://127.0.0.1:{port}/mcp")).await?;
@@ -221,7 +226,7 @@ async fn face_list(
             anyhow::Ok(())
         }
     };
-    let figures = measure_process(broker.pid(), 1, plan, call).await;
+    let figures = measure_process(broker.pid(), concurrency, plan, call).await;
     face.cancel().await?;
     figures
 }
