@@ -712,6 +712,41 @@ async fn a_tools_list_answered_directly_is_plain_json_and_the_same_as_rmcps() {
     let through_rmcp = through_rmcp.unwrap();
     assert_eq!(direct["result"], through_rmcp["result"]);
     assert_eq!(tools.len(), 13 + 13 + 250);
+    assert!(direct["result"].get("nextCursor").is_none(), "one page");
+
+    // A page from a cursor (an exposed name), the same both ways; a cursor that is no name is
+    // refused both ways.
+    headers.pop();
+    let from = |cursor: &str| json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": cursor}});
+    let (_, direct, response) = post(&url, &headers, from("m_echo")).await;
+    assert_eq!(content_type(&response), "application/json");
+    let direct = direct.unwrap();
+    let names: Vec<&str> = direct["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"m_echo"));
+    assert!(names.iter().all(|name| *name >= "m_echo"), "{names:?}");
+    headers.push(("origin", "http://localhost:3000"));
+    let (_, through_rmcp, _) = post(&url, &headers, from("m_echo")).await;
+    assert_eq!(direct["result"], through_rmcp.unwrap()["result"]);
+    for through_rmcp in [true, false] {
+        if !through_rmcp {
+            headers.pop();
+        }
+        let (_, refused, _) = post(&url, &headers, from("no such tool")).await;
+        let refused = refused.unwrap();
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("invalid cursor"),
+            "{refused}"
+        );
+    }
 }
 
 #[tokio::test]

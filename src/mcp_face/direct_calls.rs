@@ -96,7 +96,12 @@ pub async fn answer_directly(
                 let asker = Asker::of_parts(Some(&parts));
                 let snapshot = direct.face.broker.snapshot();
                 let caller = asker.caller(&snapshot.views);
-                list_response(tool_list::Answer::new(&snapshot, &caller, &list.id))
+                let tools = snapshot.catalog.tools();
+                match tool_list::page(tools, &caller, list.cursor(), tool_list::PAGE_BYTES) {
+                    Ok(page) => list_response(tool_list::Answer::new(page, &list.id)),
+                    // rmcp's handler answers the same refusal.
+                    Err(_) => next.run(Request::from_parts(parts, Body::from(body))).await,
+                }
             }
             _ => next.run(Request::from_parts(parts, Body::from(body))).await,
         },

@@ -31,7 +31,7 @@ use super::{
     relay::Relay,
     request::{Asker, FaceCaller, refused_request},
     session::Session,
-    tool_list::ToolList,
+    tool_list::{self, ToolList},
 };
 use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError, mcp_lists};
 
@@ -139,19 +139,38 @@ impl ServerHandler for Face {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&context.extensions);
         let snapshot = self.broker.snapshot();
-        let tools = self
-            .tool_list
-            .tools(&snapshot)
-            .iter()
-            .filter(|tool| caller.may_use(&tool.name))
-            .cloned()
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        let page = tool_list::page(
+            snapshot.catalog.tools(),
+            &caller,
+            cursor,
+            tool_list::PAGE_BYTES,
+        )
+        .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
+        // The page's tools, from the converted ones: the same names, in the same order.
+        let listed = page.tools.first().zip(page.tools.last());
+        let tools = match listed {
+            Some((first, last)) => {
+                let range = first.name.as_str()..=last.name.as_str();
+                let tools = self.tool_list.tools(&snapshot);
+                tools
+                    .iter()
+                    .filter(|tool| range.contains(&&*tool.name) && caller.may_use(&tool.name))
+                    .cloned()
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = page.next;
+        Ok(result)
     }
 
     async fn call_tool(

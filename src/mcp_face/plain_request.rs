@@ -102,14 +102,18 @@ pub fn call_of(body: &[u8]) -> Option<PlainCall> {
 }
 
 /// The listing a POST's `body` is, if it is one plain `tools/list` request: no fields beyond
-/// JSON-RPC's, no protocol keys in its `_meta`, no cursor (the face lists all tools in one
-/// page, so a cursor is not one it gave).
+/// JSON-RPC's, no protocol keys in its `_meta`.
 pub fn list_of(body: &[u8]) -> Option<PlainList> {
     let list: PlainList = serde_json::from_slice(body).ok()?;
-    let params = list.params.as_ref();
-    let protocol_meta = has_protocol_keys(params.and_then(|params| params.meta.as_ref()));
-    let cursor = params.is_some_and(|params| params.cursor.is_some());
-    (!protocol_meta && !cursor).then_some(list)
+    let meta = list.params.as_ref().and_then(|params| params.meta.as_ref());
+    (!has_protocol_keys(meta)).then_some(list)
+}
+
+impl PlainList {
+    /// The page it asks for: the cursor it gave, if any.
+    pub fn cursor(&self) -> Option<&str> {
+        self.params.as_ref()?.cursor.as_deref()
+    }
 }
 
 /// Whether a request's `_meta` has keys of the protocol's own (2026-07-28 puts the version
@@ -213,14 +217,16 @@ mod tests {
                 RequestId::String("l".into()),
             ),
         ] {
-            assert_eq!(list_of(body.as_bytes()).unwrap().id, id, "{body}");
+            let list = list_of(body.as_bytes()).unwrap();
+            assert_eq!((&list.id, list.cursor()), (&id, None), "{body}");
         }
+        let paged = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"c"}}"#;
+        assert_eq!(list_of(paged.as_bytes()).unwrap().cursor(), Some("c"));
         for body in [
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}"#,
             r#"{"jsonrpc":"2.0","method":"tools/list"}"#,
             r#"[{"jsonrpc":"2.0","id":7,"method":"tools/list"}]"#,
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","extra":1}"#,
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"c"}}"#,
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
         ] {
             assert!(list_of(body.as_bytes()).is_none(), "{body}");

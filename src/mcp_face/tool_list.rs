@@ -8,16 +8,23 @@
 //!   per catalog revision and shared by all sessions, so that a request only copies the
 //!   entries its caller may use. Converting per request took ~20 ms of CPU for 1,000 tools.
 //!
-//! Both list the same tools with the same JSON (a test holds them to it).
+//! Both list the same [`page`]s with the same JSON (a test holds them to it): a catalog whose
+//! answer would pass [`PAGE_BYTES`] is listed in pages, which rmcp's clients need past 16 MiB.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, ops::Bound, sync::Arc};
 
 use bytes::Bytes;
 use rmcp::model::{RequestId, Tool};
 
 use super::convert;
 use crate::{
-    auth::Caller, broker::Snapshot, domain::tool::ExposedTool, latest_revision::LatestRevision,
+    auth::Caller,
+    broker::Snapshot,
+    domain::{
+        names::{ExposedName, is_name_char},
+        tool::ExposedTool,
+    },
+    latest_revision::LatestRevision,
 };
 
 /// The tools of the latest revision asked for.
@@ -39,16 +46,74 @@ impl ToolList {
     }
 }
 
+/// About the most one page of `tools/list` holds: half of the 16 MiB that rmcp's clients
+/// accept in one message by default. A catalog whose answer fits (~5,000 tools of 1.5 KB)
+/// is one page, as before, for the clients that never ask for a second.
+pub const PAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// One page of a listing: its tools, and the cursor of the next page if there is one.
+pub struct Page {
+    /// The tools, sorted by exposed name.
+    pub tools: Vec<Arc<ExposedTool>>,
+    /// Where the next page starts: the exposed name of its first tool (opaque to clients).
+    pub next: Option<String>,
+}
+
+/// A cursor that is not one the face gave: not an exposed name.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid cursor {0:?}: give the nextCursor of the page before, or none for the first page")]
+pub struct InvalidCursor(String);
+
+/// The page of `tools` that `caller` may use starting at `cursor` (the first page if none):
+/// tools while their JSON stays within about `budget` bytes (at least one), in name order.
+/// A tool removed since the cursor was given is skipped; the page starts at the next name.
+pub fn page(
+    tools: &BTreeMap<ExposedName, Arc<ExposedTool>>,
+    caller: &Caller,
+    cursor: Option<&str>,
+    budget: usize,
+) -> Result<Page, InvalidCursor> {
+    let from = match cursor {
+        Some(cursor) if cursor.is_empty() || !cursor.chars().all(is_name_char) => {
+            return Err(InvalidCursor(cursor.to_owned()));
+        }
+        Some(cursor) => Bound::Included(cursor),
+        None => Bound::Unbounded,
+    };
+    let mut listed = tools
+        .range::<str, _>((from, Bound::Unbounded))
+        .map(|(_, tool)| tool)
+        .filter(|tool| caller.may_use(tool.name.as_str()));
+    let mut page = Vec::new();
+    let mut size = 0;
+    for tool in listed.by_ref() {
+        let more = size_hint(tool);
+        if !page.is_empty() && size + more > budget {
+            return Ok(Page {
+                tools: page,
+                next: Some(tool.name.as_str().to_owned()),
+            });
+        }
+        size += more;
+        page.push(tool.clone());
+    }
+    Ok(Page {
+        tools: page,
+        next: None,
+    })
+}
+
 /// How much of an [`Answer`] is written at a time: a whole answer of 10,002 tools is about
 /// 20 MB, which sixteen clients listing at once would otherwise hold sixteen times over.
 const PIECE: usize = 256 * 1024;
 
-/// The JSON-RPC answer to one `tools/list` request: every tool of a revision that its caller
-/// may use (exposed names, sorted), all in one page, as [`convert::tool`] declares them;
-/// written in pieces of about 256 KiB as they are asked for.
+/// The JSON-RPC answer to one `tools/list` request: one [`Page`], its tools as
+/// [`convert::tool`] declares them, written in pieces of about 256 KiB as they are asked for.
 pub struct Answer {
     /// The tools listed.
     tools: Vec<Arc<ExposedTool>>,
+    /// The answer's closing: the end of the tools, the next cursor, the end of the message.
+    closing: Vec<u8>,
     /// How many are written.
     written: usize,
     /// The answer's opening, until the first piece takes it.
@@ -58,20 +123,20 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The answer to `tools/list` request `id` for `caller`, from `snapshot`'s revision.
-    pub fn new(snapshot: &Snapshot, caller: &Caller, id: &RequestId) -> serde_json::Result<Self> {
-        let tools = snapshot
-            .catalog
-            .tools()
-            .values()
-            .filter(|tool| caller.may_use(tool.name.as_str()))
-            .cloned()
-            .collect();
+    /// The answer to `tools/list` request `id`: `page`.
+    pub fn new(page: Page, id: &RequestId) -> serde_json::Result<Self> {
         let mut opening = br#"{"jsonrpc":"2.0","id":"#.to_vec();
         serde_json::to_writer(&mut opening, id)?;
         opening.extend_from_slice(br#","result":{"tools":["#);
+        let mut closing = b"]".to_vec();
+        if let Some(next) = &page.next {
+            closing.extend_from_slice(br#","nextCursor":"#);
+            serde_json::to_writer(&mut closing, next)?;
+        }
+        closing.extend_from_slice(b"}}");
         Ok(Self {
-            tools,
+            tools: page.tools,
+            closing,
             written: 0,
             opening,
             closed: false,
@@ -111,7 +176,7 @@ impl Iterator for Answer {
             self.written += 1;
         }
         if self.written == self.tools.len() {
-            piece.extend_from_slice(b"]}}");
+            piece.extend_from_slice(&self.closing);
             self.closed = true;
         }
         Some(Ok(Bytes::from(piece)))
@@ -177,4 +242,118 @@ fn write_tool(out: &mut Vec<u8>, tool: &ExposedTool) -> serde_json::Result<()> {
 /// Whether JSON `text` is an object.
 fn is_object(text: &str) -> bool {
     text.trim_start().starts_with('{')
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+    use crate::domain::{
+        names::{ServerName, ToolName},
+        tool::{Annotations, ToolSpec},
+    };
+
+    /// Tools `t_00`.. with descriptions of `text` bytes; every third declares an output schema.
+    fn catalog(count: usize, text: usize) -> BTreeMap<ExposedName, Arc<ExposedTool>> {
+        let schema = |value: Value| match value {
+            Value::Object(object) => object,
+            _ => Map::new(),
+        };
+        (0..count)
+            .map(|index| {
+                let original = format!("{index:02}");
+                let output = schema(json!({"type": "object", "properties": {"n": {}}}));
+                let annotations = Annotations {
+                    title: Some(format!("Tool \"{index}\"")),
+                    read_only: Some(index % 2 == 0),
+                    ..Annotations::default()
+                };
+                let spec = ToolSpec::new(
+                    ToolName::new(&original),
+                    format!("{index} {}", "é".repeat(text / 2)),
+                    schema(json!({"type": "object", "properties": {"x": {"type": "string"}}})),
+                    (index % 3 == 0).then_some(&output),
+                    annotations,
+                );
+                let name = ExposedName::derive("t_", &original).0;
+                let tool = ExposedTool {
+                    name: name.clone(),
+                    server: ServerName::parse("s").unwrap(),
+                    spec: Arc::new(spec),
+                    fixed: Arc::default(),
+                };
+                (name, Arc::new(tool))
+            })
+            .collect()
+    }
+
+    fn names(tools: &[Arc<ExposedTool>]) -> Vec<&str> {
+        tools.iter().map(|tool| tool.name.as_str()).collect()
+    }
+
+    #[test]
+    fn pages_follow_their_cursors_through_every_tool_once() {
+        let tools = catalog(10, 100);
+        let anyone = Caller::anyone();
+        let whole = page(&tools, &anyone, None, PAGE_BYTES).unwrap();
+        assert_eq!(whole.tools.len(), 10);
+        assert!(whole.next.is_none());
+        // Three tools' worth a page.
+        let budget = 3 * size_hint(&tools.values().next().unwrap().clone()) + 10;
+        let (mut seen, mut cursor, mut pages) = (Vec::new(), None, 0);
+        loop {
+            let listed = page(&tools, &anyone, cursor.as_deref(), budget).unwrap();
+            assert!(!listed.tools.is_empty() && listed.tools.len() <= 3);
+            seen.extend(names(&listed.tools).into_iter().map(str::to_owned));
+            pages += 1;
+            match listed.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 4);
+        assert_eq!(seen, names(&whole.tools));
+        // A tool bigger than the budget still gets a page of its own.
+        assert_eq!(page(&tools, &anyone, None, 1).unwrap().tools.len(), 1);
+    }
+
+    #[test]
+    fn a_cursor_is_an_exposed_name_and_one_removed_since_starts_at_the_next() {
+        let mut tools = catalog(5, 10);
+        let anyone = Caller::anyone();
+        for bad in ["", "t 01", "t_01\"", "ü"] {
+            assert!(
+                page(&tools, &anyone, Some(bad), PAGE_BYTES).is_err(),
+                "{bad:?}"
+            );
+        }
+        tools.retain(|name, _| name.as_str() != "t_02");
+        let rest = page(&tools, &anyone, Some("t_02"), PAGE_BYTES).unwrap();
+        assert_eq!(names(&rest.tools), ["t_03", "t_04"]);
+    }
+
+    #[test]
+    fn an_answer_in_pieces_is_the_json_rmcp_would_send() {
+        // ~100 KB a tool: the answer takes several pieces.
+        let tools = catalog(8, 100_000);
+        let budget = 6 * size_hint(&tools.values().next().unwrap().clone());
+        let listed = page(&tools, &Caller::anyone(), None, budget).unwrap();
+        let expected: Vec<Value> = listed
+            .tools
+            .iter()
+            .map(|tool| serde_json::to_value(convert::tool(tool)).unwrap())
+            .collect();
+        let next = listed.next.clone().unwrap();
+        let answer = Answer::new(listed, &RequestId::Number(9)).unwrap();
+        let pieces: Vec<Bytes> = answer.map(Result::unwrap).collect();
+        assert!(pieces.len() >= 2, "{} pieces", pieces.len());
+        assert!(pieces[..pieces.len() - 1].iter().all(|p| p.len() >= PIECE));
+        let whole: Vec<u8> = pieces.concat();
+        let message: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(message["jsonrpc"], "2.0");
+        assert_eq!(message["id"], 9);
+        assert_eq!(message["result"]["nextCursor"], next.as_str());
+        assert_eq!(message["result"]["tools"], Value::Array(expected));
+    }
 }
