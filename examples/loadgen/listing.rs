@@ -1,7 +1,13 @@
 //! ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list` of the same
 //! demo server (every page, as a client must read them) and `tools/list` through the MCP face.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use prost::Message as _;
 use tonic::{client::Grpc, transport::Channel};
@@ -207,8 +213,10 @@ async fn decoded(
     measure_process(broker.pid(), concurrency, plan, call).await
 }
 
-/// `tools/list` through the MCP face at `concurrency`, every page, with rmcp's client (one
-/// session, as an agent's).
+/// `tools/list` through the MCP face at `concurrency`, every page, with rmcp's client: as
+/// many sessions as callers, taken in turn, as `concurrency` agents would list. (rmcp's client
+/// parses a JSON answer on its session's one worker task, so callers sharing one session wait
+/// on each other's parsing.)
 async fn face_list(
     broker: &BrokerProcess,
     port: u16,
@@ -216,10 +224,15 @@ async fn face_list(
     concurrency: usize,
     plan: Plan,
 ) -> anyhow::Result<Figures> {
-    let face = crate::face::connect(&format!("http://127.0.0.1:{port}/mcp")).await?;
-    let peer = face.peer().clone();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut sessions = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        sessions.push(crate::face::connect(&url).await?);
+    }
+    let peers: Arc<Vec<_>> = Arc::new(sessions.iter().map(|s| s.peer().clone()).collect());
+    let next = Arc::new(AtomicUsize::new(0));
     let call = move || {
-        let peer = peer.clone();
+        let peer = peers[next.fetch_add(1, Ordering::Relaxed) % peers.len()].clone();
         async move {
             let listed = peer.list_all_tools().await?.len();
             anyhow::ensure!(listed == expected, "the face listed {listed} tools");
@@ -227,7 +240,9 @@ async fn face_list(
         }
     };
     let figures = measure_process(broker.pid(), concurrency, plan, call).await;
-    face.cancel().await?;
+    for session in sessions {
+        session.cancel().await?;
+    }
     figures
 }
 
