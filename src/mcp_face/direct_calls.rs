@@ -21,7 +21,7 @@ use std::{convert::Infallible, pin::Pin, sync::Arc, task::Poll, time::Duration};
 use axum::{
     body::Body,
     extract::{Request, State},
-    http::{HeaderValue, Method, StatusCode, header},
+    http::{HeaderValue, Method, StatusCode, header, request::Parts},
     middleware::Next,
     response::{IntoResponse as _, Response},
 };
@@ -91,24 +91,29 @@ pub async fn answer_directly(
             direct.answer(face, session, call, extensions, cancel).await
         }
         (Some(_), None) => next.run(Request::from_parts(parts, Body::from(body))).await,
-        (None, _) => match plain_request::list_of(&body) {
-            Some(list) if direct.face.directory.in_session(&session) => {
-                let asker = Asker::of_parts(Some(&parts));
-                let snapshot = direct.face.broker.snapshot();
-                let caller = asker.caller(&snapshot.views);
-                let tools = snapshot.catalog.tools();
-                match tool_list::page(tools, &caller, list.cursor(), tool_list::PAGE_BYTES) {
-                    Ok(page) => list_response(tool_list::Answer::new(page, &list.id)),
-                    // rmcp's handler answers the same refusal.
-                    Err(_) => next.run(Request::from_parts(parts, Body::from(body))).await,
-                }
-            }
-            _ => next.run(Request::from_parts(parts, Body::from(body))).await,
+        (None, _) => match direct.list(&session, &parts, &body) {
+            Some(response) => response,
+            None => next.run(Request::from_parts(parts, Body::from(body))).await,
         },
     }
 }
 
 impl DirectCalls {
+    /// The answer to a POST of `session` whose `body` is a plain `tools/list`; `None` for
+    /// rmcp to answer: not such a request, a session not initialized, or a cursor refused
+    /// (rmcp's handler refuses it the same way).
+    fn list(&self, session: &SessionId, parts: &Parts, body: &[u8]) -> Option<Response> {
+        let list = plain_request::list_of(body)?;
+        if !self.face.directory.in_session(session) {
+            return None;
+        }
+        let snapshot = self.face.broker.snapshot();
+        let caller = Asker::of_parts(Some(parts)).caller(&snapshot.views);
+        let tools = snapshot.catalog.tools();
+        let page = tool_list::page(tools, &caller, list.cursor(), tool_list::PAGE_BYTES).ok()?;
+        Some(list_response(tool_list::Answer::new(page, &list.id)))
+    }
+
     /// Runs `call` of `session` for the request whose `extensions` these are, and answers it;
     /// `cancel` is cancelled by the client's `notifications/cancelled`.
     async fn answer(

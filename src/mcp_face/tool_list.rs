@@ -80,13 +80,13 @@ pub fn page(
         Some(cursor) => Bound::Included(cursor),
         None => Bound::Unbounded,
     };
-    let mut listed = tools
+    let listed = tools
         .range::<str, _>((from, Bound::Unbounded))
         .map(|(_, tool)| tool)
         .filter(|tool| caller.may_use(tool.name.as_str()));
     let mut page = Vec::new();
     let mut size = 0;
-    for tool in listed.by_ref() {
+    for tool in listed {
         let more = size_hint(tool);
         if !page.is_empty() && size + more > budget {
             return Ok(Page {
@@ -103,8 +103,8 @@ pub fn page(
     })
 }
 
-/// How much of an [`Answer`] is written at a time: a whole answer of 10,002 tools is about
-/// 20 MB, which sixteen clients listing at once would otherwise hold sixteen times over.
+/// How much of an [`Answer`] is written at a time: a page can be 8 MiB, which sixteen
+/// clients listing at once would otherwise hold sixteen times over.
 const PIECE: usize = 256 * 1024;
 
 /// The JSON-RPC answer to one `tools/list` request: one [`Page`], its tools as
@@ -157,7 +157,7 @@ impl Iterator for Answer {
             return None;
         }
         let mut piece = std::mem::take(&mut self.opening);
-        // Room for the piece and the tool that ends it: growing a buffer copies it.
+        // Room for a piece and about one tool more: growing a buffer copies it.
         let next = self
             .tools
             .get(self.written)
