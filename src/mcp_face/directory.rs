@@ -91,8 +91,8 @@ impl Directory {
         self.entries().remove(id);
     }
 
-    /// Whether session `id` is initialized and running: a request of its the face may answer
-    /// itself. Counts as activity.
+    /// Whether session `id` is initialized and its state alive, so that the face may answer
+    /// its requests itself. Counts as activity.
     pub fn in_session(&self, id: &SessionId) -> bool {
         let mut entries = self.entries();
         let Some(entry) = entries.get_mut(id) else {

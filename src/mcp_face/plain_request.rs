@@ -1,7 +1,7 @@
 //! Which POSTs the face answers itself (see [`direct_calls`](super::direct_calls)): one
-//! `tools/call` or `tools/list` request in a session, sent plainly. The test is deliberately narrower than
-//! what rmcp accepts: everything it does not recognise (an `Origin`, a host off the
-//! loopback list, SEP-2243 headers, a per-request protocol version, a batch, a retried
+//! `tools/call` or `tools/list` request in a session, sent plainly. The test is deliberately
+//! narrower than what rmcp accepts: everything it does not recognise (an `Origin`, a host off
+//! the loopback list, SEP-2243 headers, a per-request protocol version, a batch, a retried
 //! call) goes to rmcp, which knows every case and answers it as the spec says.
 
 use http::{HeaderMap, header};
@@ -48,6 +48,7 @@ pub struct PlainList {
     pub id: RequestId,
     #[serde(rename = "method")]
     _method: ListToolsRequestMethod,
+    /// Its cursor and `_meta`, if it gave them.
     #[serde(default)]
     params: Option<PaginatedRequestParams>,
 }
