@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::domain::{
     offer::{ExposedPrompt, ResourceSpec, TemplateSpec},
-    tool::ExposedTool,
+    tool::{Annotations, ExposedTool},
 };
 
 /// An exposed tool: its exposed name, its schemas exactly as its server sent them, its hints.
@@ -32,8 +32,13 @@ pub fn tool(exposed: &ExposedTool) -> Tool {
     {
         tool.output_schema = Some(Arc::new(output));
     }
-    let hints = &spec.annotations;
-    tool.annotations = annotations(
+    tool.annotations = tool_annotations(&spec.annotations);
+    tool
+}
+
+/// MCP's annotations of a tool with `hints`; `None` when they say nothing.
+pub fn tool_annotations(hints: &Annotations) -> Option<ToolAnnotations> {
+    annotations(
         hints.title.clone(),
         [
             hints.read_only,
@@ -41,8 +46,7 @@ pub fn tool(exposed: &ExposedTool) -> Tool {
             hints.idempotent,
             hints.open_world,
         ],
-    );
-    tool
+    )
 }
 
 /// MCP's tool annotations from a title and the read-only, destructive, idempotent and

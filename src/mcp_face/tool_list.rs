@@ -112,14 +112,13 @@ const PIECE: usize = 256 * 1024;
 pub struct Answer {
     /// The tools listed.
     tools: Vec<Arc<ExposedTool>>,
-    /// The answer's closing: the end of the tools, the next cursor, the end of the message.
-    closing: Vec<u8>,
+    /// The answer's closing (the end of the tools, the next cursor, the end of the message),
+    /// until the last piece takes it.
+    closing: Option<Vec<u8>>,
     /// How many are written.
     written: usize,
     /// The answer's opening, until the first piece takes it.
     opening: Vec<u8>,
-    /// Whether the closing is written.
-    closed: bool,
 }
 
 impl Answer {
@@ -136,16 +135,15 @@ impl Answer {
         closing.extend_from_slice(b"}}");
         Ok(Self {
             tools: page.tools,
-            closing,
+            closing: Some(closing),
             written: 0,
             opening,
-            closed: false,
         })
     }
 
     /// Whether every piece has been taken.
     pub fn is_done(&self) -> bool {
-        self.closed
+        self.closing.is_none()
     }
 }
 
@@ -153,7 +151,7 @@ impl Iterator for Answer {
     type Item = serde_json::Result<Bytes>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.closed {
+        if self.is_done() {
             return None;
         }
         let mut piece = std::mem::take(&mut self.opening);
@@ -170,14 +168,15 @@ impl Iterator for Answer {
                 piece.push(b',');
             }
             if let Err(error) = write_tool(&mut piece, tool) {
-                self.closed = true;
+                self.closing = None;
                 return Some(Err(error));
             }
             self.written += 1;
         }
-        if self.written == self.tools.len() {
-            piece.extend_from_slice(&self.closing);
-            self.closed = true;
+        if self.written == self.tools.len()
+            && let Some(closing) = self.closing.take()
+        {
+            piece.extend_from_slice(&closing);
         }
         Some(Ok(Bytes::from(piece)))
     }
@@ -221,17 +220,7 @@ fn write_tool(out: &mut Vec<u8>, tool: &ExposedTool) -> serde_json::Result<()> {
         out.extend_from_slice(br#","outputSchema":"#);
         out.extend_from_slice(output.as_bytes());
     }
-    let hints = &spec.annotations;
-    let annotations = convert::annotations(
-        hints.title.clone(),
-        [
-            hints.read_only,
-            hints.destructive,
-            hints.idempotent,
-            hints.open_world,
-        ],
-    );
-    if let Some(annotations) = annotations {
+    if let Some(annotations) = convert::tool_annotations(&spec.annotations) {
         out.extend_from_slice(br#","annotations":"#);
         serde_json::to_writer(&mut *out, &annotations)?;
     }
