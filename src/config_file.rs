@@ -84,3 +84,12 @@ impl Loaded {
         }
     }
 }
+
+/// Why a file cannot be made at `path` (an audit log, a socket): its directory is missing.
+pub fn missing_directory(path: &Path) -> Option<String> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    (!parent.is_dir()).then(|| format!("{} is not a directory", parent.display()))
+}

@@ -39,6 +39,7 @@ use std::{
     collections::BTreeMap,
     fmt,
     net::SocketAddr,
+    path::PathBuf,
     time::{Duration, SystemTime},
 };
 
@@ -85,6 +86,8 @@ pub const MAX_PREFIX_LEN: usize = 32;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
 /// Responses larger than this are refused, when `limits` gives no size.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
+/// The longest Unix socket path: `sun_path` holds 108 bytes on Linux, with the closing NUL.
+pub const MAX_UNIX_SOCKET_PATH: usize = 107;
 /// A tool result (one stdio line, one HTTP body or event) larger than this ends the call.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 16 << 20;
 
@@ -97,6 +100,9 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Where the MCP face (the catalog as one MCP server, streamable HTTP at `/mcp`) listens.
     pub mcp_listen: Option<SocketAddr>,
+    /// A Unix socket on which the gRPC services are served as well (for agents on the same
+    /// host or in the same pod); `None` = none.
+    pub unix_listen: Option<PathBuf>,
     /// When the broker reports itself ready.
     pub readiness: Readiness,
     /// How long in-flight calls may run on after SIGTERM/SIGINT.
@@ -131,6 +137,7 @@ impl Default for Config {
             listen: None,
             metrics_listen: None,
             mcp_listen: None,
+            unix_listen: None,
             readiness: Readiness::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_connection_age: None,

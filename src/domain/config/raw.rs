@@ -15,6 +15,7 @@ pub(super) struct RawTop {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
     pub mcp_listen: Option<String>,
+    pub unix_listen: Option<String>,
     pub readiness: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub shutdown_grace: Option<Value>,

@@ -1,13 +1,13 @@
 //! Semantic checks: the raw document → validated [`Config`], collecting every error with its
 //! field path and carrying on past each one. Pure.
 
-use std::{collections::HashMap, net::SocketAddr};
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::{
     Config, ConfigError, DEFAULT_INIT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, HttpMode,
-    Isolation, MAX_PREFIX_LEN, ServerSpec, TransportSpec, path,
+    Isolation, MAX_PREFIX_LEN, MAX_UNIX_SOCKET_PATH, ServerSpec, TransportSpec, path,
     raw::{self, RawServer, RawTop, ServerForm},
 };
 use crate::domain::{
@@ -39,6 +39,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
         mcp_listen: check.socket_addr(top.mcp_listen, "mcp_listen"),
+        unix_listen: check.unix_socket_path(top.unix_listen),
         readiness: check.readiness(top.readiness),
         shutdown_grace: check.duration(
             top.shutdown_grace,
@@ -191,6 +192,14 @@ impl Checker<'_, '_> {
         let text = self.expand(&raw, at)?;
         match text.trim().parse() {
             Ok(addr) => Some(addr),
+            Err(_) if text.trim().starts_with("unix:") => {
+                let reason = format!(
+                    "{raw:?} is a Unix socket; `{at}` takes an IP address and a port: put the socket \
+                     in `unix_listen`"
+                );
+                self.error(at, reason);
+                None
+            }
             Err(_) => {
                 let reason = format!(
                     "invalid socket address {raw:?}; expected an IP address and a port, like 0.0.0.0:50051"
@@ -198,6 +207,40 @@ impl Checker<'_, '_> {
                 self.error(at, reason);
                 None
             }
+        }
+    }
+
+    /// A Unix socket's path (`unix:` in front allowed, as gRPC clients write it): absolute or
+    /// relative, not a directory, and short enough for `sun_path`.
+    fn unix_socket_path(&mut self, raw: Option<String>) -> Option<PathBuf> {
+        const AT: &str = "unix_listen";
+        let raw = raw?;
+        let text = self.expand(&raw, AT)?;
+        let path = text.trim();
+        let path = path
+            .strip_prefix("unix://")
+            .or_else(|| path.strip_prefix("unix:"))
+            .unwrap_or(path);
+        let problem = if path.is_empty() {
+            Some("is empty; give the socket's path, like /run/toolbroker/grpc.sock".to_owned())
+        } else if path.ends_with('/') {
+            Some(format!(
+                "{path:?} names a directory; give the socket file's path, like {path}grpc.sock"
+            ))
+        } else if path.len() > MAX_UNIX_SOCKET_PATH {
+            Some(format!(
+                "{path:?} is {} bytes long; a Unix socket's path may have at most {MAX_UNIX_SOCKET_PATH}",
+                path.len()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(reason) => {
+                self.error(AT, reason);
+                None
+            }
+            None => Some(PathBuf::from(path)),
         }
     }
 

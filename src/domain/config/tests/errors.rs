@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, mcp_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, views, servers, mcpServers",
+                "expected one of: listen, metrics_listen, mcp_listen, unix_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, views, servers, mcpServers",
             )],
         ),
         (
@@ -420,6 +420,25 @@ fn value_errors() {
         (
             "mcp_listen: 'localhost:8080'",
             &[("mcp_listen", "invalid socket address \"localhost:8080\"")],
+        ),
+        (
+            "listen: 'unix:/tmp/broker.sock'",
+            &[(
+                "listen",
+                "is a Unix socket; `listen` takes an IP address and a port: put the socket in `unix_listen`",
+            )],
+        ),
+        ("unix_listen: 'unix:'", &[("unix_listen", "is empty")]),
+        (
+            "unix_listen: /run/toolbroker/",
+            &[("unix_listen", "\"/run/toolbroker/\" names a directory")],
+        ),
+        (
+            "unix_listen: /dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd/x.sock",
+            &[(
+                "unix_listen",
+                "is 108 bytes long; a Unix socket's path may have at most 107",
+            )],
         ),
         (
             "readiness: al",

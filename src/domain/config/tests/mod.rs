@@ -98,6 +98,7 @@ fn spec(server: &str, transport: TransportSpec) -> ServerSpec {
 const FULL: &str = r#"
 listen: "0.0.0.0:50051"
 metrics_listen: "0.0.0.0:9090"
+unix_listen: "unix:${HOME}/grpc.sock"
 readiness: all
 servers:
   - name: everything
@@ -131,6 +132,10 @@ fn full_example_parses_to_concrete_values() {
     assert_eq!(
         config.metrics_listen,
         Some("0.0.0.0:9090".parse::<SocketAddr>().unwrap())
+    );
+    assert_eq!(
+        config.unix_listen.as_deref(),
+        Some(std::path::Path::new("/home/me/grpc.sock"))
     );
     assert_eq!(config.readiness, Readiness::All);
     let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
