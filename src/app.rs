@@ -32,7 +32,7 @@ use crate::{
         state::Readiness,
         views::Views,
     },
-    grpc::{broker_service::BrokerService, server},
+    grpc::{broker_service::BrokerService, server, unix_socket},
     health::HealthStatuses,
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
     tls::{self, CertReloader},
@@ -67,6 +67,9 @@ impl App {
             .transpose();
         let mut keys = oauth::key::check_all(&config.servers);
         keys.extend(audit_file_problem(config.audit.as_ref()));
+        keys.extend(config.unix_listen.as_deref().and_then(|path| {
+            unix_socket::problem(path).map(|reason| ConfigError::new("unix_listen", reason))
+        }));
         let (credentials, tls) = match (credentials, tls) {
             (Ok(credentials), Ok(tls)) if keys.is_empty() => (credentials, tls),
             (credentials, tls) => {
@@ -118,6 +121,14 @@ impl App {
     async fn start(self, listener: TcpListener) -> anyhow::Result<Serving> {
         let config = &self.loaded.config;
         let local = listener.local_addr()?;
+        // Bound first, like the TCP port: a socket in use stops the start before anything runs.
+        let (unix, socket_file) = match config.unix_listen.as_deref() {
+            Some(path) => {
+                let (listener, file) = unix_socket::bind(path)?;
+                (Some(listener), Some(file))
+            }
+            None => (None, None),
+        };
         crate::telemetry::record_arguments(config.record_arguments);
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
@@ -174,13 +185,17 @@ impl App {
             max_connection_age: config.max_connection_age,
             max_connection_age_grace: config.max_connection_age_grace,
         };
-        let server = tokio::spawn(server::serve(parts, listener, closing.clone()));
+        let server = tokio::spawn(server::serve(parts, listener, unix, closing.clone()));
+        let shown_socket = config
+            .unix_listen
+            .as_ref()
+            .map(|path| path.display().to_string());
         let scheme = if certs.is_some() { "https" } else { "http" };
         let auth = config.auth.enabled();
         let (live, reloads, file_watch) = follow_reloads(self.loaded, &tasks, &shutdown);
         // Last: whoever reads this line may signal the broker at once (the SIGTERM and SIGINT
         // handlers were installed before `run`, SIGHUP's just now).
-        tracing::info!(addr = %local, scheme, auth, "listening");
+        tracing::info!(addr = %local, scheme, auth, unix = shown_socket, "listening");
         Ok(Serving {
             fleet,
             service,
@@ -198,6 +213,7 @@ impl App {
                 audit,
             },
             _file_watch: file_watch,
+            _socket_file: socket_file,
         })
     }
 }
@@ -272,6 +288,8 @@ struct Serving {
     readiness: watch::Sender<Readiness>,
     renewable: Renewable,
     _file_watch: Option<FileWatch>,
+    /// The Unix socket's file, removed when the broker has stopped.
+    _socket_file: Option<unix_socket::SocketFile>,
 }
 
 impl Serving {
@@ -360,11 +378,7 @@ fn audit_file_problem(audit: Option<&Audit>) -> Option<ConfigError> {
             .err()
             .map(|e| format!("cannot open {} for appending: {e}", path.display()))
     } else {
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        (!parent.is_dir()).then(|| format!("{} is not a directory", parent.display()))
+        crate::config_file::missing_directory(path)
     };
     problem.map(|reason| ConfigError::new("audit.file", reason))
 }

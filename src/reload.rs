@@ -162,8 +162,11 @@ impl LiveConfig {
     async fn apply(&mut self, config: Config, text: String, fleet: &mut Fleet, shown: &str) {
         if config.listen != self.config.listen
             || config.metrics_listen != self.config.metrics_listen
+            || config.unix_listen != self.config.unix_listen
         {
-            tracing::warn!("listen and metrics_listen changes take effect at the next start");
+            tracing::warn!(
+                "listen, metrics_listen and unix_listen changes take effect at the next start"
+            );
         }
         if config.max_connection_age != self.config.max_connection_age
             || config.max_connection_age_grace != self.config.max_connection_age_grace

@@ -1,20 +1,22 @@
 //! The assembled gRPC server: ToolBroker behind the auth gate, health (always open, for
-//! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS.
+//! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS;
+//! served on the TCP port and, when configured, on a Unix socket as well.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use futures::TryStreamExt as _;
 use http::HeaderValue;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
     authenticate::Authenticated, batched_writes::BatchedWrites, broker_service::BrokerService,
-    observe, pre_encoded::PassThrough, status::to_status,
+    observe, pre_encoded::PassThrough, socket_authority::LocalAuthority, status::to_status,
 };
 use crate::{
     auth::Gate,
@@ -45,11 +47,13 @@ pub struct Parts<H: Health> {
     pub max_connection_age_grace: Option<Duration>,
 }
 
-/// Serves until `closing` (which shutdown cancels once calls in flight are done, so that calls
-/// arriving while draining get an explicit UNAVAILABLE rather than a closed connection).
+/// Serves on `listener` (and on `unix`, plaintext, with the same services and gate) until
+/// `closing` (which shutdown cancels once calls in flight are done, so that calls arriving
+/// while draining get an explicit UNAVAILABLE rather than a closed connection).
 pub async fn serve<H: Health>(
     parts: Parts<H>,
     listener: TcpListener,
+    unix: Option<UnixListener>,
     closing: CancellationToken,
 ) -> anyhow::Result<()> {
     let gate = parts.gate.clone();
@@ -79,20 +83,42 @@ pub async fn serve<H: Health>(
         .add_service(parts.health)
         .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))
         .add_optional_service(v1alpha.map(|s| Authenticated::new(s, gate)));
-    let stop = closing.clone().cancelled_owned();
-    let served = match parts.tls {
-        Some(acceptor) => {
-            let incoming = tls::incoming(listener, acceptor, closing).map_ok(BatchedWrites::new);
-            router.serve_with_incoming_shutdown(incoming, stop).await
-        }
-        None => {
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .map_ok(BatchedWrites::new);
-            router.serve_with_incoming_shutdown(incoming, stop).await
-        }
+    let on_socket = async {
+        let Some(unix) = unix else {
+            return Ok(());
+        };
+        let incoming = UnixListenerStream::new(unix)
+            .map_ok(|stream| BatchedWrites::new(LocalAuthority::new(stream)));
+        let stop = closing.clone().cancelled_owned();
+        let served = router.clone().serve_with_incoming_shutdown(incoming, stop);
+        served
+            .await
+            .context("the gRPC server failed on its Unix socket")
     };
-    served.context("the gRPC server failed")
+    let stop = closing.clone().cancelled_owned();
+    let on_port = async {
+        let served = match parts.tls {
+            Some(acceptor) => {
+                let incoming =
+                    tls::incoming(listener, acceptor, closing.clone()).map_ok(BatchedWrites::new);
+                router
+                    .clone()
+                    .serve_with_incoming_shutdown(incoming, stop)
+                    .await
+            }
+            None => {
+                let incoming = TcpIncoming::from(listener)
+                    .with_nodelay(Some(true))
+                    .map_ok(BatchedWrites::new);
+                router
+                    .clone()
+                    .serve_with_incoming_shutdown(incoming, stop)
+                    .await
+            }
+        };
+        served.context("the gRPC server failed")
+    };
+    tokio::try_join!(on_port, on_socket).map(|_| ())
 }
 
 /// Reflection describes our service and health (grpcurl needs both to be describable).

@@ -1,0 +1,152 @@
+//! The gRPC services' Unix socket (`unix_listen`): bound before anything starts, like the TCP
+//! port; a file left by a broker that died is replaced, a socket another process still
+//! accepts on is not; the file is removed at stop if it is still the one this broker made.
+
+use std::{
+    io,
+    os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use tokio::net::UnixListener;
+
+/// Owner and group may connect: in a pod, the agent's container shares the group (fsGroup).
+const MODE: u32 = 0o660;
+
+/// Why `path` cannot be bound, as `check` reports it: its directory is missing, or a file
+/// that is not a socket is in the way (which is never replaced).
+pub fn problem(path: &Path) -> Option<String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => Some(format!(
+            "{} exists and is not a socket; remove it or choose another path",
+            path.display()
+        )),
+        Ok(_) => None,
+        Err(_) => crate::config_file::missing_directory(path),
+    }
+}
+
+/// The socket file this broker made, removed when dropped (at stop) unless another file has
+/// taken its place since.
+pub struct SocketFile {
+    path: PathBuf,
+    /// Device, inode and change time when made.
+    made: (u64, u64, i64, i64),
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if identity(&self.path).ok() == Some(self.made) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn identity(path: &Path) -> io::Result<(u64, u64, i64, i64)> {
+    let meta = std::fs::symlink_metadata(path)?;
+    Ok((meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
+}
+
+/// Binds `path`: a stale socket file (nothing accepts on it) is replaced; a live one, or any
+/// other file, is an error.
+pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, SocketFile)> {
+    if let Some(reason) = problem(path) {
+        anyhow::bail!("unix_listen: {reason}");
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => anyhow::bail!(
+                "unix_listen: another process accepts connections on {} (another broker?); \
+                 stop it or choose another path",
+                path.display()
+            ),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).with_context(|| {
+                    format!(
+                        "unix_listen: cannot remove the stale socket {}",
+                        path.display()
+                    )
+                })?;
+                tracing::info!(path = %path.display(), "replaced a stale socket file");
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "unix_listen: cannot tell whether {} is in use",
+                        path.display()
+                    )
+                });
+            }
+        }
+    }
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("unix_listen: cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(MODE))
+        .with_context(|| format!("unix_listen: cannot set the mode of {}", path.display()))?;
+    let made = identity(path)
+        .with_context(|| format!("unix_listen: cannot read back {}", path.display()))?;
+    let file = SocketFile {
+        path: path.to_owned(),
+        made,
+    };
+    Ok((listener, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_made_0660_and_removed_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grpc.sock");
+        // A socket file nothing accepts on: a listener bound, then dropped (the file stays).
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let (listener, file) = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        let client = tokio::net::UnixStream::connect(&path).await;
+        assert!(client.is_ok() && listener.accept().await.is_ok());
+        drop(file);
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn a_live_socket_or_another_file_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("live.sock");
+        let (_listener, _file) = bind(&live).unwrap();
+        let error = bind(&live).err().expect("a live socket").to_string();
+        assert!(
+            error.contains("another process accepts connections"),
+            "{error}"
+        );
+        assert!(tokio::net::UnixStream::connect(&live).await.is_ok());
+
+        let plain = dir.path().join("notes.txt");
+        std::fs::write(&plain, "keep me").unwrap();
+        let error = bind(&plain).err().expect("a plain file").to_string();
+        assert!(error.contains("is not a socket"), "{error}");
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "keep me");
+
+        let error = bind(&dir.path().join("missing/grpc.sock"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("is not a directory"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_file_put_in_its_place_later_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grpc.sock");
+        let (listener, file) = bind(&path).unwrap();
+        drop(listener);
+        std::fs::remove_file(&path).unwrap();
+        let (_other, _other_file) = bind(&path).unwrap();
+        drop(file);
+        assert!(path.exists(), "the other broker's socket was removed");
+    }
+}
