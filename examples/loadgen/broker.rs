@@ -19,6 +19,8 @@ pub struct BrokerProcess {
     /// Its gRPC address.
     pub addr: String,
     _dir: tempfile::TempDir,
+    /// Its Unix socket, and the directory that holds it.
+    socket: Option<(std::path::PathBuf, tempfile::TempDir)>,
 }
 
 /// The toolbroker binary built alongside this example, or the one `LOADGEN_BROKER_BIN` names
@@ -77,7 +79,19 @@ impl BrokerProcess {
             child,
             addr,
             _dir: dir,
+            socket: None,
         })
+    }
+
+    /// Starts a broker serving `config` on its port and on a Unix socket of its own as well
+    /// (see [`Self::socket_channel`]).
+    pub async fn start_with_socket(config: &str) -> anyhow::Result<Self> {
+        let socket = tempfile::tempdir()?;
+        let path = socket.path().join("grpc.sock");
+        let config = format!("unix_listen: {:?}\n{config}", path.display().to_string());
+        let mut broker = Self::start(&config, &[]).await?;
+        broker.socket = Some((path, socket));
+        Ok(broker)
     }
 
     /// A connection to the broker.
@@ -87,9 +101,30 @@ impl BrokerProcess {
             .await?)
     }
 
+    /// A connection over the broker's Unix socket (one started by [`Self::start_with_socket`]).
+    pub async fn socket_channel(&self) -> anyhow::Result<Channel> {
+        let (path, _) = self.socket.as_ref().ok_or_else(|| anyhow!("no socket"))?;
+        let path = path.clone();
+        let connect = tower::service_fn(move |_: http::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        });
+        let endpoint = tonic::transport::Endpoint::try_from("http://localhost")?;
+        Ok(endpoint.connect_with_connector(connect).await?)
+    }
+
     /// A connected client, once the broker reports itself ready.
     pub async fn client(&self) -> anyhow::Result<ToolBrokerClient<Channel>> {
-        let channel = self.channel().await?;
+        ready_client(self.channel().await?).await
+    }
+}
+
+/// A client on `channel`, once the broker reports itself ready.
+async fn ready_client(channel: Channel) -> anyhow::Result<ToolBrokerClient<Channel>> {
+    {
         let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
         let request = tonic_health::pb::HealthCheckRequest {
             service: "toolbroker.v1.ToolBroker".into(),
@@ -104,7 +139,9 @@ impl BrokerProcess {
         }
         Err(anyhow!("the broker never became ready"))
     }
+}
 
+impl BrokerProcess {
     /// Closed-loop CallTool `request` at `concurrency`, with the broker's CPU per call and RSS.
     pub async fn call_load(
         &self,
@@ -125,6 +162,19 @@ impl BrokerProcess {
         plan: Plan,
     ) -> anyhow::Result<Figures> {
         let client = self.client().await?;
+        self.checked_load_on(client, request, expected, concurrency, plan)
+            .await
+    }
+
+    /// [`Self::checked_load`] on `client`.
+    async fn checked_load_on(
+        &self,
+        client: ToolBrokerClient<Channel>,
+        request: CallToolRequest,
+        expected: Option<&'static str>,
+        concurrency: usize,
+        plan: Plan,
+    ) -> anyhow::Result<Figures> {
         let call = move || {
             let mut client = client.clone();
             let request = request.clone();
@@ -142,12 +192,18 @@ impl BrokerProcess {
 
     /// [`Self::call_load`] of `echo {"message": "hello"}`, every answer checked to be "hello".
     pub async fn echo_load(&self, concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
-        let request = CallToolRequest {
-            name: "echo".into(),
-            arguments_json: r#"{"message": "hello"}"#.into(),
-            ..Default::default()
-        };
-        self.checked_load(request, Some("hello"), concurrency, plan)
+        self.checked_load(echo_hello(), Some("hello"), concurrency, plan)
+            .await
+    }
+
+    /// [`Self::echo_load`] over the broker's Unix socket.
+    pub async fn socket_echo_load(
+        &self,
+        concurrency: usize,
+        plan: Plan,
+    ) -> anyhow::Result<Figures> {
+        let client = ready_client(self.socket_channel().await?).await?;
+        self.checked_load_on(client, echo_hello(), Some("hello"), concurrency, plan)
             .await
     }
 
@@ -244,4 +300,13 @@ pub fn machine_cpu() -> anyhow::Result<MachineCpu> {
         busy: from_ticks(at(0) + at(1) + at(2) + at(5) + at(6)),
         steal: from_ticks(at(7)),
     })
+}
+
+/// CallTool `echo {"message": "hello"}`.
+fn echo_hello() -> CallToolRequest {
+    CallToolRequest {
+        name: "echo".into(),
+        arguments_json: r#"{"message": "hello"}"#.into(),
+        ..Default::default()
+    }
 }

@@ -5,8 +5,8 @@
 //! cargo build --release && cargo run --release --example loadgen -- all [--seconds 5] [--quick]
 //! ```
 //! Scenarios (each alone, or `all`):
-//! - `calls`: CallTool `echo` at concurrency 1, 16, 64, beside an rmcp client calling the same
-//!   server directly over stdio: the demo server, then the benchmark's own fast echo server
+//! - `calls`: CallTool `echo` at concurrency 1, 16, 64, over TCP and over the broker's Unix
+//!   socket, beside an rmcp client calling the same server directly over stdio: the demo server, then the benchmark's own fast echo server
 //!   (`loadgen echo-server`, rmcp with async pipes and one tool); `--server demo|fast` and
 //!   `--concurrency 1,64` narrow it. Beside them, the floor: a gRPC no-op (tonic's health
 //!   `Check` from `loadgen null-server`), whose cost plus the direct client's is the least a
@@ -29,6 +29,7 @@
 //!   server, for comparison;
 //! - `search`: SearchTools over 10,000 tools: the index build and the queries timed in process,
 //!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16;
+//! - `authority`: what mending a Unix-socket client's `:authority` costs per call, in process;
 //! - `soak`: CallTool `echo` at concurrency 32, each call its own message, the server
 //!   SIGKILLed every 2 s: fails on any wrong answer or hung call.
 //!
@@ -39,6 +40,7 @@
 //! `--quick` runs every scenario briefly and smaller: CI uses it so that the benchmark keeps
 //! working; its figures mean nothing.
 
+mod authority;
 mod bare_h2;
 mod broker;
 mod calls;
@@ -99,8 +101,20 @@ async fn main() -> anyhow::Result<()> {
     let scenario = args.first().map(String::as_str).unwrap_or("");
     let all = scenario == "all";
     let known = [
-        "all", "calls", "list", "watch", "startup", "replicas", "tracing", "callers", "guards",
-        "stream", "face", "search", "soak",
+        "all",
+        "calls",
+        "list",
+        "watch",
+        "startup",
+        "replicas",
+        "tracing",
+        "callers",
+        "guards",
+        "stream",
+        "face",
+        "search",
+        "soak",
+        "authority",
     ];
     if !known.contains(&scenario) {
         eprintln!(
@@ -147,6 +161,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "search" {
         search::run(plan).await?;
+    }
+    if all || scenario == "authority" {
+        authority::run(plan).await?;
     }
     if all || scenario == "soak" {
         soak::run(plan).await?;
@@ -241,8 +258,9 @@ async fn calls_at(
     let no_op = floor::no_op_load(concurrency, plan).await?;
     let config =
         format!("servers:\n  - name: demo\n    command: {program:?}\n    args: {args:?}\n");
-    let broker = broker::BrokerProcess::start(&config, &[]).await?;
+    let broker = broker::BrokerProcess::start_with_socket(&config).await?;
     let through = broker.echo_load(concurrency, plan).await?;
+    let socket = broker.socket_echo_load(concurrency, plan).await?;
     println!(
         "{}",
         baseline.row(&format!("c={concurrency} direct (cpu: client)"))
@@ -258,6 +276,19 @@ async fn calls_at(
         through.ms(0.5) - baseline.ms(0.5),
         through.ms(0.99) - baseline.ms(0.99),
         through.cpu_per_call_us().unwrap_or(f64::NAN),
+    );
+    println!(
+        "{}",
+        socket.row(&format!("c={concurrency} broker over a Unix socket"))
+    );
+    let cpu = |figures: &Figures| figures.cpu_per_call_us().unwrap_or(f64::NAN);
+    println!(
+        "c={concurrency} socket/direct: throughput {:.2}x, p50 {:+.3} ms; socket/TCP: throughput {:.2}x, p50 {:+.3} ms, broker cpu/call {:+.1} µs",
+        socket.rate() / baseline.rate(),
+        socket.ms(0.5) - baseline.ms(0.5),
+        socket.rate() / through.rate(),
+        socket.ms(0.5) - through.ms(0.5),
+        cpu(&socket) - cpu(&through),
     );
     floor_row(concurrency, &baseline, &no_op, &through);
     if concurrency == 1 {
