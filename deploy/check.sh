@@ -37,6 +37,9 @@ if len(maps) != 1:
     sys.exit(f"{sys.argv[1]}: expected one ConfigMap with config.yaml, found {len(maps)}")
 open(sys.argv[2], "w").write(maps[0]["data"]["config.yaml"])
 PY
+    # The pod's socket directory (an emptyDir there) is a directory of ours here.
+    mkdir -p "$out/run"
+    sed -i "s|/run/toolbroker/|$PWD/$out/run/|" "$out/$name.config.yaml"
     # Secrets reach the config through ${VAR}: give them a stand-in value.
     API_TOKEN=stand-in "$toolbroker" check --config "$out/$name.config.yaml"
     echo "$name: rendered, validated against Kubernetes $K8S_VERSION, config checked"

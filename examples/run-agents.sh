@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the Python and Node.js agents against a real broker (the built-in demo server) and checks
-# what they print; then the Python agent's burst of calls against a second broker with a call
+# Runs the Python and Node.js agents against a real broker (the built-in demo server), over TCP
+# and over a Unix socket, and checks what they print; then the Python agent's burst of calls against a second broker with a call
 # rate and an audit log, checking that it waited the retry-after it was given, finished every
 # call, and that the audit log holds one line per call. Needs `cargo build --bins` first,
 # python3 (3.10+) and Node.js 20+ with npm. Installs the pinned dependencies into
@@ -120,17 +120,35 @@ print(f"{name} agent: ok")
 EOF
 }
 
-echo "--- python agent"
-examples/python-agent/.venv/bin/python examples/python-agent/agent.py "$addr" \
-    --watch-seconds "$WATCH_SECONDS" --demo-change --answer "blue, said python" |
-    tee "$work/python.out" || { echo "run-agents: the python agent failed" >&2; exit 1; }
-check python "$work/python.out" "hello from python" added_by_python "blue, said python"
+# Runs both agents against ADDR and checks their output; LABEL names the run and its files.
+run_agents() { # addr label
+    local at=$1 label=$2
+    echo "--- python agent$label"
+    examples/python-agent/.venv/bin/python examples/python-agent/agent.py "$at" \
+        --watch-seconds "$WATCH_SECONDS" --demo-change --answer "blue, said python" |
+        tee "$work/python$label.out" || { echo "run-agents: the python agent failed$label" >&2; exit 1; }
+    check python "$work/python$label.out" "hello from python" added_by_python "blue, said python"
 
-echo "--- node agent"
-TOOLBROKER_ADDR=$addr node examples/node-agent/agent.js \
-    --watch-seconds "$WATCH_SECONDS" --demo-change --answer "green, said node" |
-    tee "$work/node.out" || { echo "run-agents: the node agent failed" >&2; exit 1; }
-check node "$work/node.out" "hello from node" added_by_node "green, said node"
+    echo "--- node agent$label"
+    TOOLBROKER_ADDR=$at node examples/node-agent/agent.js \
+        --watch-seconds "$WATCH_SECONDS" --demo-change --answer "green, said node" |
+        tee "$work/node$label.out" || { echo "run-agents: the node agent failed$label" >&2; exit 1; }
+    check node "$work/node$label.out" "hello from node" added_by_node "green, said node"
+}
+run_agents "$addr" ""
+
+# Both agents again, over a broker's Unix socket (`unix_listen`): grpcio sends the socket's path
+# as the HTTP/2 authority, which the broker mends; grpc-js sends `localhost`.
+cat >"$work/socket.yaml" <<EOF
+unix_listen: "$work/grpc.sock"
+servers:
+  - name: demo
+    command: "$PWD/$BIN"
+    args: [demo-server]
+EOF
+echo "--- broker with a Unix socket"
+start_broker socket --config "$work/socket.yaml"
+run_agents "unix://$work/grpc.sock" " over the socket"
 
 # The same demo server, with a call rate the burst goes over and an audit log.
 BURST=6

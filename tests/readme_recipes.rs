@@ -82,13 +82,18 @@ fn recipes(document: &str) -> Vec<Group> {
     groups
 }
 
-async fn start(group: &Group) -> Broker {
+/// The socket path the recipes name, and the one each run uses instead (tests run at once).
+const RECIPE_SOCKET: &str = "/tmp/toolbroker.sock";
+
+async fn start(group: &Group, socket: &str) -> Broker {
     let broker = match &group.config {
         None => Broker::builder().without_config(),
         Some(config) => {
             // The README's own text: only the program it names is made ours.
             let bin = toolbroker_bin();
-            let config = config.replace("command: toolbroker", &format!("command: {bin:?}"));
+            let config = config
+                .replace("command: toolbroker", &format!("command: {bin:?}"))
+                .replace(RECIPE_SOCKET, socket);
             let env = group.env.iter();
             env.fold(Broker::builder().config_text(&config), |broker, (k, v)| {
                 broker.env(k, v)
@@ -107,8 +112,10 @@ async fn run_document(document: &str, must_succeed: bool, at_least: usize) {
     let count: usize = groups.iter().map(|g| g.recipes.len()).sum();
     assert!(count >= at_least, "{document} lost its recipes ({count})");
     let grpcurl = grpcurl();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("toolbroker.sock").display().to_string();
     for group in groups.iter().filter(|g| !g.recipes.is_empty()) {
-        let broker = start(group).await;
+        let broker = start(group, &socket).await;
         for recipe in &group.recipes {
             assert!(
                 !recipe.expect.is_empty(),
@@ -118,6 +125,7 @@ async fn run_document(document: &str, must_succeed: bool, at_least: usize) {
             let line = recipe
                 .command
                 .replace("127.0.0.1:50051", &broker.addr.to_string())
+                .replace(RECIPE_SOCKET, &socket)
                 .replacen("grpcurl ", &format!("{} ", grpcurl.display()), 1);
             let output = tokio::process::Command::new("sh")
                 .args(["-c", &line])
