@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command as StdCommand;
 
-use common::{Broker, children, demo, demo_after, toolbroker_bin, wait_gone};
+use common::{Broker, children, demo, demo_after, run_with_config, toolbroker_bin, wait_gone};
 
 fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -14,21 +14,12 @@ fn write_config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
-/// Runs toolbroker with these arguments and a config path, to completion.
-fn run(args: &[&str], config: &std::path::Path) -> std::process::Output {
-    StdCommand::new(toolbroker_bin())
-        .args(args)
-        .arg(config)
-        .output()
-        .expect("run toolbroker")
-}
-
 #[test]
 fn check_accepts_a_valid_config() {
     let (_dir, path) = write_config(
         "servers:\n  - name: a\n    command: x\nmcpServers:\n  memory: { command: npx, args: [-y, pkg] }\n",
     );
-    let output = run(&["check", "--config"], &path);
+    let output = run_with_config(&["check", "--config"], &path);
     assert!(output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("ok (2 servers)"));
 }
@@ -38,7 +29,7 @@ fn check_lists_every_problem_with_its_path_and_exits_2() {
     let (_dir, path) = write_config(
         "servers:\n  - name: a\n    comand: x\n  - name: b\n    command: y\n    timeout: soon\n  - name: a\n    url: http://h/\n",
     );
-    let output = run(&["check", "--config"], &path);
+    let output = run_with_config(&["check", "--config"], &path);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     for want in [
@@ -71,7 +62,7 @@ fn check_and_serve_read_every_file_the_config_names_before_starting_anything() {
     let (_config_dir, path) = write_config(&config.to_string());
     for args in [&["check"][..], &["serve", "--listen", "127.0.0.1:0"]] {
         let command = args[0];
-        let output = run(&[args, &["--config"]].concat(), &path);
+        let output = run_with_config(&[args, &["--config"]].concat(), &path);
         assert_eq!(output.status.code(), Some(2), "{command}: {output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         for field in ["tls.cert: ", "tls.key: ", "auth.tokens[0].value_file: "] {
@@ -94,7 +85,7 @@ fn check_and_serve_read_every_file_the_config_names_before_starting_anything() {
 #[test]
 fn serve_with_a_bad_config_exits_2_without_listening() {
     let (_dir, path) = write_config("listen: nowhere\n");
-    let output = run(&["serve", "--config"], &path);
+    let output = run_with_config(&["serve", "--config"], &path);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("listen"));
 }
@@ -180,7 +171,7 @@ fn check_refuses_an_audit_file_that_cannot_be_written_and_malformed_rates() {
     let (_dir, path) = write_config(
         "audit: { file: /nonexistent-dir/audit.jsonl }\nlimits: { caller_rate: 5/day }\nservers:\n  - name: a\n    command: x\n    rate: lots\n",
     );
-    let output = run(&["check", "--config"], &path);
+    let output = run_with_config(&["check", "--config"], &path);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     for field in ["limits.caller_rate", "servers[0] (a).rate"] {
@@ -190,7 +181,7 @@ fn check_refuses_an_audit_file_that_cannot_be_written_and_malformed_rates() {
     let (_dir, path) = write_config(
         "audit: { file: /nonexistent-dir/audit.jsonl }\nservers:\n  - name: a\n    command: x\n",
     );
-    let output = run(&["check", "--config"], &path);
+    let output = run_with_config(&["check", "--config"], &path);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(

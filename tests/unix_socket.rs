@@ -4,12 +4,9 @@
 
 mod common;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command as StdCommand,
-};
+use std::path::{Path, PathBuf};
 
-use common::{Broker, as_caller, call_request, demo, toolbroker_bin, wait_health};
+use common::{Broker, as_caller, call_request, demo, run_with_config, wait_health};
 use prost::Message as _;
 use serde_json::json;
 use tokio::net::UnixStream;
@@ -104,11 +101,7 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let config = dir.path().join("second.yaml");
     let text = format!("unix_listen: {}\n", socket.display());
     std::fs::write(&config, text).unwrap();
-    let second = StdCommand::new(toolbroker_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let second = run_with_config(&["serve", "--listen", "127.0.0.1:0", "--config"], &config);
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{stderr}");
     assert!(
@@ -116,7 +109,10 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
         "{stderr}"
     );
 
-    let mut client = ToolBrokerClient::new(socket_channel(&socket).await);
+    let channel = socket_channel(&socket).await;
+    // Ready (its demo server connected) before the call, which needs the demo's tool.
+    wait_health(channel.clone(), "toolbroker.v1.ToolBroker").await;
+    let mut client = ToolBrokerClient::new(channel);
     let request = as_caller(
         Some(TOKEN),
         &[],
@@ -147,11 +143,7 @@ fn check_reports_a_file_in_the_way_or_a_missing_directory_at_unix_listen() {
     ] {
         let config = dir.path().join("broker.yaml");
         std::fs::write(&config, format!("unix_listen: {}\n", path.display())).unwrap();
-        let output = StdCommand::new(toolbroker_bin())
-            .args(["check", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
+        let output = run_with_config(&["check", "--config"], &config);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(

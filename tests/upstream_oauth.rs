@@ -196,12 +196,7 @@ async fn private_key_jwt_signs_with_the_key_file_and_a_bad_key_is_a_config_error
         .server(remote(&mcp.url, oauth_section))
         .text();
     std::fs::write(&config, text).unwrap();
-    let output = std::process::Command::new(toolbroker_bin())
-        .arg("check")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let output = common::run_with_config(&["check", "--config"], &config);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(

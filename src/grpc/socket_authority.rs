@@ -72,9 +72,9 @@ impl<S> LocalAuthority<S> {
         }
     }
 
-    /// Whether the connection's header blocks are being written again (for tests and the
-    /// benchmark).
-    pub fn mending(&self) -> bool {
+    /// Whether the connection's header blocks are being written again.
+    #[cfg(test)]
+    fn mending(&self) -> bool {
         matches!(self.state, State::Mending(_))
     }
 

@@ -54,30 +54,30 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, SocketFile)> {
     if let Some(reason) = problem(path) {
         anyhow::bail!("unix_listen: {reason}");
     }
-    if std::fs::symlink_metadata(path).is_ok() {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => anyhow::bail!(
-                "unix_listen: another process accepts connections on {} (another broker?); \
-                 stop it or choose another path",
-                path.display()
-            ),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                std::fs::remove_file(path).with_context(|| {
-                    format!(
-                        "unix_listen: cannot remove the stale socket {}",
-                        path.display()
-                    )
-                })?;
-                tracing::info!(path = %path.display(), "replaced a stale socket file");
-            }
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "unix_listen: cannot tell whether {} is in use",
-                        path.display()
-                    )
-                });
-            }
+    // Connecting tells the three cases apart: no file, a stale socket, a live one.
+    match std::os::unix::net::UnixStream::connect(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            std::fs::remove_file(path).with_context(|| {
+                format!(
+                    "unix_listen: cannot remove the stale socket {}",
+                    path.display()
+                )
+            })?;
+            tracing::info!(path = %path.display(), "replaced a stale socket file");
+        }
+        Ok(_) => anyhow::bail!(
+            "unix_listen: another process accepts connections on {} (another broker?); \
+             stop it or choose another path",
+            path.display()
+        ),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "unix_listen: cannot tell whether {} is in use",
+                    path.display()
+                )
+            });
         }
     }
     let listener = UnixListener::bind(path)

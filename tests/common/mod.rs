@@ -44,6 +44,15 @@ pub fn toolbroker_bin() -> &'static str {
     env!("CARGO_BIN_EXE_toolbroker")
 }
 
+/// Runs toolbroker with these arguments and a config path, to completion.
+pub fn run_with_config(args: &[&str], config: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(toolbroker_bin())
+        .args(args)
+        .arg(config)
+        .output()
+        .expect("run toolbroker")
+}
+
 /// The entry point of `@modelcontextprotocol/server-everything`, installed by `.ci/run`.
 pub fn everything_js() -> PathBuf {
     npm_package_file("@modelcontextprotocol/server-everything/dist/index.js")
