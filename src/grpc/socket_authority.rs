@@ -100,10 +100,13 @@ impl<S> LocalAuthority<S> {
                         State::Passing
                     };
                 }
-                State::Undecided => {
+                State::Undecided | State::Mending(_) => {
                     let Some(frame) = Frame::at(&self.input) else {
                         return too_long(self.input.len());
                     };
+                    if frame.kind == CONTINUATION {
+                        return Err(broken("a CONTINUATION frame outside a header block"));
+                    }
                     if frame.kind != HEADERS {
                         self.output
                             .extend_from_slice(&self.input.split_to(frame.end()));
@@ -112,29 +115,15 @@ impl<S> LocalAuthority<S> {
                     let Some(block) = Block::at(&self.input)? else {
                         return too_long(self.input.len());
                     };
-                    self.state = if authority_parses(&block.fragment)? {
-                        State::Passing
-                    } else {
-                        State::Mending(Box::default())
-                    };
-                }
-                State::Mending(mender) => {
-                    let Some(frame) = Frame::at(&self.input) else {
-                        return too_long(self.input.len());
-                    };
-                    if frame.kind != HEADERS {
-                        if frame.kind == CONTINUATION {
-                            return Err(broken("a CONTINUATION frame outside a header block"));
+                    match &mut self.state {
+                        State::Mending(mender) => {
+                            mender.write(&block, &mut self.output)?;
+                            self.input.advance(block.end);
                         }
-                        self.output
-                            .extend_from_slice(&self.input.split_to(frame.end()));
-                        continue;
+                        // The first block decides; a mended connection starts again from it.
+                        _ if authority_parses(&block.fragment)? => self.state = State::Passing,
+                        _ => self.state = State::Mending(Box::default()),
                     }
-                    let Some(block) = Block::at(&self.input)? else {
-                        return too_long(self.input.len());
-                    };
-                    mender.write(&block, &mut self.output)?;
-                    self.input.advance(block.end);
                 }
             }
         }
