@@ -37,6 +37,9 @@ use rmcp::{
 use serde_json::{Map, Value, json};
 use toolbroker::proto;
 
+/// A caller's trace context, as a W3C `traceparent`.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// A broker serving the demo server (prefix `d_`) on a face; the face's URL.
 async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker, String) {
     // reqwest (the tests' raw requests) wants a crypto provider installed.
@@ -387,6 +390,67 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
     assert_eq!(metadata["resource"], url);
     assert_eq!(metadata["authorization_servers"], json!([issuer::ISSUER]));
 
+    // A refused tools/call is audited as over gRPC: its tool, no caller, UNAUTHENTICATED, the
+    // trace of its traceparent header; a refused ping is not a call.
+    let refused_call = |token: Option<&str>, tool: &str| {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"message": "x"}},
+        });
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("traceparent", TRACEPARENT)
+            .body(body.to_string());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(refused_call(None, "d_echo").await.unwrap().status(), 401);
+    let unknown = refused_call(Some("nobody"), "nowhere_tool").await.unwrap();
+    assert_eq!(unknown.status(), 401);
+    let lines = audit_lines(&audit, 2).await;
+    let refusals: Vec<(&Value, &Value, &Value, &Value, &Value)> = lines
+        .iter()
+        .map(|l| {
+            (
+                &l["caller"],
+                &l["tool"],
+                &l["server"],
+                &l["code"],
+                &l["trace_id"],
+            )
+        })
+        .collect();
+    let trace = json!(TRACEPARENT.split('-').nth(1).unwrap());
+    let unauthenticated = json!("UNAUTHENTICATED");
+    assert_eq!(
+        refusals,
+        [
+            (
+                &Value::Null,
+                &json!("d_echo"),
+                &json!("demo"),
+                &unauthenticated,
+                &trace
+            ),
+            (
+                &Value::Null,
+                &json!("nowhere_tool"),
+                &Value::Null,
+                &unauthenticated,
+                &trace
+            ),
+        ],
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().all(|l| l.get("arguments").is_none()),
+        "{lines:?}"
+    );
+
     // A JWT from the configured issuer is a caller too.
     let jwt = key.token("carol", json!({}));
     let carol = connect(&url, Some(&jwt), Client::default()).await;
@@ -425,8 +489,8 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
     assert!(said.contains("rate"), "{said}");
 
     // Every call is audited, as over gRPC.
-    let lines = audit_lines(&audit, 3).await;
-    let codes: Vec<(&str, &str)> = lines
+    let lines = audit_lines(&audit, 5).await;
+    let codes: Vec<(&str, &str)> = lines[2..]
         .iter()
         .map(|l| (l["tool"].as_str().unwrap(), l["code"].as_str().unwrap()))
         .collect();
@@ -438,7 +502,10 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
             ("r_echo", "RESOURCE_EXHAUSTED")
         ]
     );
-    assert!(lines.iter().all(|l| l["caller"] == "narrow"), "{lines:?}");
+    assert!(
+        lines[2..].iter().all(|l| l["caller"] == "narrow"),
+        "{lines:?}"
+    );
 
     // And measured: mcp.server.operation.duration, by outcome.
     let metrics = reqwest::get(broker.metrics_url().await)

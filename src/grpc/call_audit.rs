@@ -17,10 +17,26 @@ use crate::{
     proto,
 };
 
-/// What an audit line knows before the call runs.
-pub struct Draft {
+/// When a request arrived: the audit line's `ts`, and where its `duration_ms` starts.
+#[derive(Clone, Copy)]
+pub struct Arrival {
     ts: SystemTime,
     started: Instant,
+}
+
+impl Arrival {
+    /// Now.
+    pub fn now() -> Self {
+        Self {
+            ts: SystemTime::now(),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// What an audit line knows before the call runs.
+pub struct Draft {
+    arrival: Arrival,
     caller: Option<String>,
     tool: String,
     trace_id: Option<String>,
@@ -64,9 +80,19 @@ impl Draft {
         trace_id: Option<String>,
         arguments: Option<serde_json::Value>,
     ) -> Self {
+        Self::arrived(Arrival::now(), caller, tool, trace_id, arguments)
+    }
+
+    /// As [`Draft::of`], for a request that arrived at `arrival`.
+    pub fn arrived(
+        arrival: Arrival,
+        caller: Option<String>,
+        tool: String,
+        trace_id: Option<String>,
+        arguments: Option<serde_json::Value>,
+    ) -> Self {
         Self {
-            ts: SystemTime::now(),
-            started: Instant::now(),
+            arrival,
             caller,
             tool,
             trace_id,
@@ -86,13 +112,13 @@ impl Draft {
             None => ("CANCELLED", false, owner(&self.tool)),
         };
         AuditEntry {
-            ts: timestamp(self.ts),
+            ts: timestamp(self.arrival.ts),
             caller: self.caller,
             tool: self.tool,
             server,
             code,
             is_error,
-            duration_ms: milliseconds(self.started.elapsed()),
+            duration_ms: milliseconds(self.arrival.started.elapsed()),
             trace_id: self.trace_id,
             arguments: self.arguments,
         }

@@ -1,18 +1,45 @@
 //! Who may use the MCP face: the broker's gate on every request to `/mcp` (401 with
 //! `WWW-Authenticate: Bearer` naming the protected-resource metadata, as the MCP
-//! authorization spec asks), and that metadata itself (RFC 9728), pointing at the JWT issuer
-//! when one is configured.
+//! authorization spec asks, and an audit line for each `tools/call` it refuses), and that
+//! metadata itself (RFC 9728), pointing at the JWT issuer when one is configured.
+
+use std::time::Duration;
 
 use axum::{
     Json,
+    body::Body,
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
 use serde_json::json;
 
-use crate::{auth::Gate, domain::request_error::RequestError};
+use super::refused_calls;
+use crate::{
+    audit::AuditLog,
+    auth::Gate,
+    broker::Broker,
+    domain::request_error::RequestError,
+    grpc::call_audit::{Arrival, Draft, Pending},
+    telemetry::context::trace_id_of,
+};
+
+/// The largest refused body read for its calls' audit lines: a larger one gets its 401 unread.
+const MAX_REFUSED_BODY: usize = 1024 * 1024;
+
+/// How long a refused body may take to arrive: a slower one gets its 401 with no audit line,
+/// so that a client without credentials cannot hold the gate by sending slowly.
+const REFUSED_BODY_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The gate's state: the credentials it checks, and where the calls it refuses are audited.
+#[derive(Clone)]
+pub struct Access {
+    /// Who is admitted.
+    pub gate: Gate,
+    /// The audit log, with the broker that names a refused tool's server; `None` without one.
+    pub audit: Option<(AuditLog, Broker)>,
+}
 
 /// The well-known name RFC 9728 §3.1 inserts before a resource's path to name where its
 /// metadata is served: `/mcp`'s is at `/.well-known/oauth-protected-resource/mcp`.
@@ -20,13 +47,69 @@ pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// The gate: a caller it admits goes on with its [`Caller`](crate::auth::Caller) in the
 /// request's extensions; anyone else gets 401 and where to learn how to get a token.
-pub async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    match gate.admit(request.headers(), None).await {
+pub async fn admit(State(access): State<Access>, mut request: Request, next: Next) -> Response {
+    let arrival = Arrival::now();
+    match access.gate.admit(request.headers(), None).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(error) => refused(request.headers(), request.uri().path(), &error),
+        Err(error) => {
+            let response = refused(request.headers(), request.uri().path(), &error);
+            if let Some((log, broker)) = &access.audit
+                && request.method() == Method::POST
+            {
+                audit_refused(request, arrival, &error, log, broker).await;
+            }
+            response
+        }
+    }
+}
+
+/// One audit line for each `tools/call` in a refused POST: no caller, the gate's refusal as its
+/// code, the trace of its `_meta` or else of its `traceparent` header.
+async fn audit_refused(
+    request: Request,
+    arrival: Arrival,
+    error: &RequestError,
+    log: &AuditLog,
+    broker: &Broker,
+) {
+    let header_trace = request
+        .headers()
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .and_then(trace_id_of)
+        .map(str::to_owned);
+    let Some(body) = refused_body(request.into_body()).await else {
+        return;
+    };
+    for call in refused_calls::tool_calls(&body) {
+        let trace_id = call.trace_id.or_else(|| header_trace.clone());
+        let arguments = log.with_arguments().then_some(call.arguments);
+        let draft = Draft::arrived(arrival, None, call.tool, trace_id, arguments);
+        let pending = Pending {
+            draft: Some(draft),
+            audit: log,
+            broker,
+        };
+        pending.finish_with(Err(error));
+    }
+}
+
+/// A refused request's body, if it is small enough and arrives in time.
+async fn refused_body(body: Body) -> Option<axum::body::Bytes> {
+    let reading = axum::body::to_bytes(body, MAX_REFUSED_BODY);
+    match tokio::time::timeout(REFUSED_BODY_DEADLINE, reading).await {
+        Ok(Ok(body)) => Some(body),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "a refused request's body was not audited");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("a refused request's body took too long; not audited");
+            None
+        }
     }
 }
 

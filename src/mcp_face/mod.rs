@@ -13,6 +13,7 @@ mod directory;
 mod face_sessions;
 mod handler;
 mod plain_request;
+mod refused_calls;
 mod relay;
 mod request;
 mod session;
@@ -140,6 +141,10 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
         config.disable_allowed_hosts()
     };
     let broker = parts.broker.clone();
+    let access = access::Access {
+        gate: parts.gate.clone(),
+        audit: parts.audit.clone().map(|log| (log, broker.clone())),
+    };
     let face = Face::new(parts.broker, parts.audit, parts.shutdown);
     let sessions = FaceSessions::new(face.directory.clone(), closing.clone());
     let direct = DirectCalls {
@@ -165,7 +170,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
             direct_calls::answer_directly,
         ))
         .layer(middleware::from_fn_with_state(broker, views::select))
-        .layer(middleware::from_fn_with_state(gate.clone(), access::admit))
+        .layer(middleware::from_fn_with_state(access, access::admit))
         .layer(middleware::from_fn_with_state(parts.in_flight, counted))
         .merge(
             Router::new()
