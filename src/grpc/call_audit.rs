@@ -17,26 +17,10 @@ use crate::{
     proto,
 };
 
-/// When a request arrived: the audit line's `ts`, and where its `duration_ms` starts.
-#[derive(Clone, Copy)]
-pub struct Arrival {
-    ts: SystemTime,
-    started: Instant,
-}
-
-impl Arrival {
-    /// Now.
-    pub fn now() -> Self {
-        Self {
-            ts: SystemTime::now(),
-            started: Instant::now(),
-        }
-    }
-}
-
 /// What an audit line knows before the call runs.
 pub struct Draft {
-    arrival: Arrival,
+    ts: SystemTime,
+    started: Instant,
     caller: Option<String>,
     tool: String,
     trace_id: Option<String>,
@@ -80,19 +64,9 @@ impl Draft {
         trace_id: Option<String>,
         arguments: Option<serde_json::Value>,
     ) -> Self {
-        Self::arrived(Arrival::now(), caller, tool, trace_id, arguments)
-    }
-
-    /// As [`Draft::of`], for a request that arrived at `arrival`.
-    pub fn arrived(
-        arrival: Arrival,
-        caller: Option<String>,
-        tool: String,
-        trace_id: Option<String>,
-        arguments: Option<serde_json::Value>,
-    ) -> Self {
         Self {
-            arrival,
+            ts: SystemTime::now(),
+            started: Instant::now(),
             caller,
             tool,
             trace_id,
@@ -112,13 +86,13 @@ impl Draft {
             None => ("CANCELLED", false, owner(&self.tool)),
         };
         AuditEntry {
-            ts: timestamp(self.arrival.ts),
+            ts: timestamp(self.ts),
             caller: self.caller,
             tool: self.tool,
             server,
             code,
             is_error,
-            duration_ms: milliseconds(self.arrival.started.elapsed()),
+            duration_ms: milliseconds(self.started.elapsed()),
             trace_id: self.trace_id,
             arguments: self.arguments,
         }

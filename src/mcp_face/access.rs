@@ -21,8 +21,8 @@ use crate::{
     auth::Gate,
     broker::Broker,
     domain::request_error::RequestError,
-    grpc::call_audit::{Arrival, Draft, Pending},
-    telemetry::context::trace_id_of,
+    grpc::call_audit::{Draft, Pending},
+    telemetry::context::TraceHeaders,
 };
 
 /// The largest refused body read for its calls' audit lines: a larger one gets its 401 unread.
@@ -48,7 +48,6 @@ pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 /// The gate: a caller it admits goes on with its [`Caller`](crate::auth::Caller) in the
 /// request's extensions; anyone else gets 401 and where to learn how to get a token.
 pub async fn admit(State(access): State<Access>, mut request: Request, next: Next) -> Response {
-    let arrival = Arrival::now();
     match access.gate.admit(request.headers(), None).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
@@ -59,7 +58,7 @@ pub async fn admit(State(access): State<Access>, mut request: Request, next: Nex
             if let Some((log, broker)) = &access.audit
                 && request.method() == Method::POST
             {
-                audit_refused(request, arrival, &error, log, broker).await;
+                audit_refused(request, &error, log, broker).await;
             }
             response
         }
@@ -67,27 +66,19 @@ pub async fn admit(State(access): State<Access>, mut request: Request, next: Nex
 }
 
 /// One audit line for each `tools/call` in a refused POST: no caller, the gate's refusal as its
-/// code, the trace of its `_meta` or else of its `traceparent` header.
-async fn audit_refused(
-    request: Request,
-    arrival: Arrival,
-    error: &RequestError,
-    log: &AuditLog,
-    broker: &Broker,
-) {
-    let header_trace = request
-        .headers()
-        .get("traceparent")
-        .and_then(|value| value.to_str().ok())
-        .and_then(trace_id_of)
-        .map(str::to_owned);
+/// code, the trace of its `_meta` or else of its `traceparent` header. Timed from when its
+/// body has been read, as a refused `CallTool` is timed from when tonic has decoded it.
+async fn audit_refused(request: Request, error: &RequestError, log: &AuditLog, broker: &Broker) {
+    let headers = TraceHeaders::from_headers(request.headers());
     let Some(body) = refused_body(request.into_body()).await else {
         return;
     };
     for call in refused_calls::tool_calls(&body) {
-        let trace_id = call.trace_id.or_else(|| header_trace.clone());
+        let trace_id = call
+            .trace_id
+            .or_else(|| headers.trace_id().map(str::to_owned));
         let arguments = log.with_arguments().then_some(call.arguments);
-        let draft = Draft::arrived(arrival, None, call.tool, trace_id, arguments);
+        let draft = Draft::of(None, call.tool, trace_id, arguments);
         let pending = Pending {
             draft: Some(draft),
             audit: log,
