@@ -338,3 +338,75 @@ async fn https_urls_are_verified_against_the_system_roots() {
         status.message
     );
 }
+
+/// A server that records the `x-api-key` of every request it gets (and answers 404), and its
+/// base URL.
+async fn recorder() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>> = Default::default();
+    let record = seen.clone();
+    let router = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let key = headers
+            .get("x-api-key")
+            .map(|v| v.to_str().unwrap().to_owned());
+        record.lock().unwrap().push(key);
+        async { axum::http::StatusCode::NOT_FOUND }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (url, seen)
+}
+
+/// A server that answers every request with a 307 (method and body kept) to `to`.
+async fn redirecting(to: String) -> std::net::SocketAddr {
+    let router = axum::Router::new().fallback(move || {
+        let to = to.clone();
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, to)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+#[tokio::test]
+async fn configured_headers_never_follow_a_redirect_to_another_origin_or_to_http() {
+    let (elsewhere, seen) = recorder().await;
+    let cross = redirecting(format!("{elsewhere}/mcp")).await;
+    // https://localhost, whose 307 goes to http: a downgrade, and another origin.
+    let (port, ca) =
+        common::servers::tls_proxy(redirecting(format!("{elsewhere}/mcp")).await).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let key = json!({"X-Api-Key": "key-secret"});
+    let broker = Broker::builder()
+        .servers([
+            remote("cross", &format!("http://{cross}/mcp"), "streamable-http")
+                .set("headers", key.clone()),
+            remote(
+                "down",
+                &format!("https://localhost:{port}/mcp"),
+                "streamable-http",
+            )
+            .set("headers", key),
+        ])
+        .env("SSL_CERT_FILE", ca_file.to_str().unwrap())
+        .start()
+        .await;
+    broker.wait_ready().await;
+    for (name, why) in [("cross", "another origin"), ("down", "from https to http")] {
+        let status = broker.wait_for_state(name, ServerState::Failed).await;
+        assert!(status.message.contains(why), "{name}: {}", status.message);
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.is_empty(), "the other origin was asked: {seen:?}");
+}

@@ -62,9 +62,9 @@ async fn authorization_seen(
         .to_owned())
 }
 
-#[tokio::test]
-async fn each_callers_token_is_exchanged_once_and_sent_to_the_server() {
-    let endpoint = TokenEndpoint::start().await;
+/// A broker with one per-caller server whose tokens (the discovery one `token-discovery`
+/// included) are exchanged at `endpoint`, and that server.
+async fn discovering(endpoint: &TokenEndpoint) -> (Broker, HttpServer) {
     let http = HttpServer::demo("streamable-http", None).await;
     let server = exchanging(
         "remote",
@@ -72,21 +72,29 @@ async fn each_callers_token_is_exchanged_once_and_sent_to_the_server() {
         &endpoint.url,
         json!({"token": "token-discovery"}),
     );
-    let broker = broker(vec![server]).await;
-    // The session that lists the tools went with the discovery token, exchanged too.
-    assert_eq!(endpoint.exchanges("token-discovery"), 1);
+    (broker(vec![server]).await, http)
+}
 
-    for _ in 0..3 {
-        let seen = authorization_seen(&broker, "alice", "remote_whoami")
+/// Alice calls `calls` times: the server sees her exchanged token each time, exchanged once.
+async fn alice_exchanged_once(broker: &Broker, endpoint: &TokenEndpoint, calls: usize) {
+    for _ in 0..calls {
+        let seen = authorization_seen(broker, "alice", "remote_whoami")
             .await
             .unwrap();
         assert_eq!(seen, "Bearer exchanged-token-alice");
     }
-    assert_eq!(
-        endpoint.exchanges("token-alice"),
-        1,
-        "cached until it nears expiry"
-    );
+    assert_eq!(endpoint.exchanges("token-alice"), 1, "exchanged once");
+}
+
+#[tokio::test]
+async fn each_callers_token_is_exchanged_once_and_sent_to_the_server() {
+    let endpoint = TokenEndpoint::start().await;
+    let (broker, _http) = discovering(&endpoint).await;
+    // The session that lists the tools went with the discovery token, exchanged too.
+    assert_eq!(endpoint.exchanges("token-discovery"), 1);
+
+    // Cached until it nears expiry.
+    alice_exchanged_once(&broker, &endpoint, 3).await;
 
     let refused = authorization_seen(&broker, "mallory", "remote_whoami")
         .await
@@ -119,4 +127,16 @@ async fn an_unreachable_token_endpoint_is_unavailable() {
         "{}",
         status.message()
     );
+}
+
+#[tokio::test]
+async fn an_overflowing_expires_in_is_clamped_and_calls_go_on() {
+    // 2^64−1 seconds: added to the clock as it was, it panicked the task that exchanged it
+    // (the server's supervision for the discovery token, the call for a caller's).
+    let endpoint = TokenEndpoint::answering_expires_in(json!(u64::MAX)).await;
+    let (broker, _http) = discovering(&endpoint).await;
+    // Cached, a day at most.
+    alice_exchanged_once(&broker, &endpoint, 2).await;
+    let logs = broker.dump();
+    assert!(!logs.contains("panicked"), "a task panicked:\n{logs}");
 }

@@ -99,6 +99,30 @@ async fn client_credentials_are_cached_renewed_before_expiry_and_never_logged() 
 }
 
 #[tokio::test]
+async fn an_overflowing_expires_in_is_clamped_and_the_server_keeps_working() {
+    // 2^64−1 seconds: added to the clock as it was, it panicked the server's supervision task.
+    let oauth = OAuthServer::start(Options {
+        clients: vec![Client::confidential("broker", SECRET)],
+        scopes_supported: vec!["mcp".into()],
+        advertised_expires_in: Some(u64::MAX),
+        ..Options::default()
+    })
+    .await;
+    let mcp = OAuthMcpServer::protected_by(&oauth, &["mcp"]).await;
+    let broker = broker_for(remote(&mcp.url, client_credentials())).await;
+    for _ in 0..2 {
+        assert_eq!(whoami(&broker).await["client_id"], "broker");
+    }
+    assert_eq!(
+        oauth.token_requests().len(),
+        1,
+        "the token is kept (a day at most), not asked for again"
+    );
+    let logs = broker.dump();
+    assert!(!logs.contains("panicked"), "a task panicked:\n{logs}");
+}
+
+#[tokio::test]
 async fn a_refused_token_is_renewed_once_and_a_down_token_endpoint_fails_the_server_with_the_reason()
  {
     let (oauth, mcp) = protected(Duration::from_secs(3600)).await;

@@ -21,6 +21,7 @@ pub mod schema;
 pub mod schema_text;
 pub mod search;
 pub mod state;
+pub mod token_lifetime;
 pub mod tool;
 pub mod uri_template;
 pub mod views;

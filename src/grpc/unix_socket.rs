@@ -1,6 +1,11 @@
 //! The gRPC services' Unix socket (`unix_listen`): bound before anything starts, like the TCP
 //! port; a file left by a broker that died is replaced, a socket another process still
 //! accepts on is not; the file is removed at stop if it is still the one this broker made.
+//!
+//! The socket appears at its path with its final mode (0660), never with the umask's: it is
+//! bound in a private directory (0700) beside the path, given its mode there, and linked into
+//! place. Binding under a narrower umask would do too, but the umask is the whole process's:
+//! a thread creating a file or spawning a server meanwhile would get it as well.
 
 use std::{
     io,
@@ -14,9 +19,26 @@ use tokio::net::UnixListener;
 /// Owner and group may connect: in a pod, the agent's container shares the group (fsGroup).
 const MODE: u32 = 0o660;
 
+/// The random characters of the private directory's name (`.` and these), beside the path.
+const PRIVATE_RANDOM: usize = 6;
+
+/// The socket's name in the private directory: short, as `sun_path` is.
+const NAME_INSIDE: &str = "s";
+
+/// The longest path `bind` can take: `sun_path`'s 108 bytes with the closing NUL.
+const MAX_PATH: usize = 107;
+
 /// Why `path` cannot be bound, as `check` reports it: its directory is missing, or a file
 /// that is not a socket is in the way (which is never replaced).
 pub fn problem(path: &Path) -> Option<String> {
+    let inside = private_path_len(path);
+    if inside > MAX_PATH {
+        return Some(format!(
+            "the directory of {} is too long: the socket is bound in a directory beside it \
+             first, whose path would have {inside} bytes (at most {MAX_PATH})",
+            path.display()
+        ));
+    }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => Some(format!(
             "{} exists and is not a socket; remove it or choose another path",
@@ -80,10 +102,8 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, SocketFile)> {
             });
         }
     }
-    let listener = UnixListener::bind(path)
+    let listener = bind_privately(path)
         .with_context(|| format!("unix_listen: cannot listen on {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(MODE))
-        .with_context(|| format!("unix_listen: cannot set the mode of {}", path.display()))?;
     let made = identity(path)
         .with_context(|| format!("unix_listen: cannot read back {}", path.display()))?;
     let file = SocketFile {
@@ -91,6 +111,38 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, SocketFile)> {
         made,
     };
     Ok((listener, file))
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn directory(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// The length of the socket's path in its private directory.
+fn private_path_len(path: &Path) -> usize {
+    let dir = directory(path).as_os_str().len();
+    dir + "/.".len() + PRIVATE_RANDOM + "/".len() + NAME_INSIDE.len()
+}
+
+/// Binds a socket at `path` that is never reachable there with another mode than [`MODE`]:
+/// bound in a new directory only the broker's user may enter, given its mode, then linked to
+/// `path` (which fails if anything took `path` meanwhile: nothing is replaced).
+fn bind_privately(path: &Path) -> io::Result<UnixListener> {
+    let private = tempfile::Builder::new()
+        .prefix(".")
+        .rand_bytes(PRIVATE_RANDOM)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(directory(path))?;
+    let inside = private.path().join(NAME_INSIDE);
+    let listener = UnixListener::bind(&inside)?;
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(MODE))?;
+    // A socket stays bound to its file, not its name: connecting to `path` reaches it.
+    std::fs::hard_link(&inside, path)?;
+    private.close()?;
+    Ok(listener)
 }
 
 #[cfg(test)]
@@ -136,6 +188,56 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(error.contains("is not a directory"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_socket_is_never_seen_with_another_mode_and_nothing_is_left_beside_it() {
+        use std::sync::{
+            Arc,
+            atomic::{AtomicBool, Ordering},
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grpc.sock");
+        let stop = Arc::new(AtomicBool::new(false));
+        // Another thread looks at the path as fast as it can while the socket is bound again
+        // and again: the umask here (022, usually) would show as 0755.
+        let watcher = std::thread::spawn({
+            let (path, stop) = (path.clone(), stop.clone());
+            move || {
+                let mut seen = std::collections::BTreeSet::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                        seen.insert(meta.permissions().mode() & 0o777);
+                    }
+                }
+                seen
+            }
+        });
+        for _ in 0..300 {
+            let (listener, file) = bind(&path).unwrap();
+            drop(listener);
+            drop(file);
+        }
+        stop.store(true, Ordering::Relaxed);
+        let seen = watcher.join().unwrap();
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0o660], "modes seen");
+        let (_listener, _file) = bind(&path).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["grpc.sock"]);
+    }
+
+    #[test]
+    fn a_directory_too_long_for_the_private_bind_is_a_problem() {
+        let dir = format!("/{}", "d".repeat(96));
+        assert!(
+            problem(Path::new(&format!("{dir}/grpc.sock"))).is_none_or(|p| !p.contains("too long"))
+        );
+        let dir = format!("/{}", "d".repeat(100));
+        let reason = problem(Path::new(&format!("{dir}/s"))).expect("too long");
+        assert!(reason.contains("too long"), "{reason}");
     }
 
     #[tokio::test]

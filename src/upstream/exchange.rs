@@ -1,6 +1,6 @@
 //! RFC 8693 token exchange: a caller's token traded at the authorization server's token endpoint
 //! for one meant for this server (client authentication by HTTP Basic), cached per caller and
-//! subject token until 30 s before it expires. The request and answer are typed structs sent
+//! subject token until 30 s before it expires (a day at most). The request and answer are typed structs sent
 //! with reqwest.
 
 use std::{
@@ -18,6 +18,7 @@ use crate::domain::{
     config::TokenExchange,
     names::ServerName,
     request_error::RequestError,
+    token_lifetime,
 };
 
 /// How long before its expiry an exchanged token is exchanged again.
@@ -84,6 +85,8 @@ impl Exchanger {
         super::install_tls_provider();
         let client = reqwest::Client::builder()
             .timeout(EXCHANGE_TIMEOUT)
+            // A 307 elsewhere would send the caller's token there again.
+            .redirect(super::http::redirect_policy())
             .build()
             .expect("an HTTP client with ring as its TLS provider builds");
         Self {
@@ -112,8 +115,10 @@ impl Exchanger {
             return Ok(token);
         }
         let (token, expires_in) = self.exchange(subject).await?;
-        if let Some(lifetime) =
-            expires_in.and_then(|s| Duration::from_secs(s).checked_sub(REFRESH_BEFORE))
+        // A day at most, whatever the endpoint says: 2^64−1 seconds would overflow the clock.
+        if let Some(lifetime) = expires_in
+            .map(token_lifetime::from_expires_in)
+            .and_then(|lifetime| lifetime.checked_sub(REFRESH_BEFORE))
         {
             self.remember(key, token.clone(), lifetime);
         }

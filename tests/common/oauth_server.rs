@@ -142,6 +142,9 @@ pub struct Options {
     pub auth_methods: Vec<String>,
     /// The lifetime of access tokens (`expires_in`, rounded up to whole seconds).
     pub token_lifetime: Duration,
+    /// What `expires_in` says instead, when the test wants it to lie (the tokens still end
+    /// after `token_lifetime`).
+    pub advertised_expires_in: Option<u64>,
     /// Whether `/register` exists (and is in the metadata).
     pub dynamic_registration: bool,
     /// Whether `/authorize` requires a `resource` (the MCP authorization spec says clients
@@ -158,6 +161,7 @@ impl Default for Options {
             default_scope: None,
             auth_methods: DEFAULT_AUTH_METHODS.iter().map(|m| m.to_string()).collect(),
             token_lifetime: Duration::from_secs(3600),
+            advertised_expires_in: None,
             dynamic_registration: true,
             require_resource_at_authorize: true,
         }
@@ -1086,7 +1090,7 @@ fn issue(
     let mut body = json!({
         "access_token": token,
         "token_type": "Bearer",
-        "expires_in": expires_in,
+        "expires_in": state.options.advertised_expires_in.unwrap_or(expires_in),
     });
     if let Some(scope) = &scope {
         body["scope"] = json!(scope);

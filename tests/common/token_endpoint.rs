@@ -1,6 +1,6 @@
 //! An RFC 8693 token endpoint of the test's own on 127.0.0.1: it checks the client's HTTP Basic
 //! credentials and the request's form, trades a subject token `T` for `exchanged-T` (valid an
-//! hour), refuses `token-mallory` as an `invalid_grant`, and counts the exchanges per subject.
+//! hour, or as long as the test says), refuses `token-mallory` as an `invalid_grant`, and counts the exchanges per subject.
 
 use std::{
     collections::HashMap,
@@ -13,7 +13,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use base64::Engine as _;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The client id the broker must authenticate with.
 pub const CLIENT_ID: &str = "toolbroker";
@@ -30,6 +30,11 @@ pub struct TokenEndpoint {
 impl TokenEndpoint {
     /// Starts one on a free port.
     pub async fn start() -> Self {
+        Self::answering_expires_in(json!(3600)).await
+    }
+
+    /// Starts one whose tokens' `expires_in` is `expires_in`, whatever it is.
+    pub async fn answering_expires_in(expires_in: Value) -> Self {
         let exchanges: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let counted = exchanges.clone();
         let router = axum::Router::new().route(
@@ -37,7 +42,8 @@ impl TokenEndpoint {
             axum::routing::post(
                 move |headers: HeaderMap, Form(form): Form<HashMap<String, String>>| {
                     let counted = counted.clone();
-                    async move { exchange(&headers, &form, &counted) }
+                    let expires_in = expires_in.clone();
+                    async move { exchange(&headers, &form, &counted, expires_in) }
                 },
             ),
         );
@@ -62,6 +68,7 @@ fn exchange(
     headers: &HeaderMap,
     form: &HashMap<String, String>,
     counted: &Mutex<HashMap<String, usize>>,
+    expires_in: Value,
 ) -> Response {
     let basic =
         base64::engine::general_purpose::STANDARD.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"));
@@ -107,7 +114,7 @@ fn exchange(
         "access_token": format!("exchanged-{subject}"),
         "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
         "token_type": "Bearer",
-        "expires_in": 3600,
+        "expires_in": expires_in,
     }))
     .into_response()
 }

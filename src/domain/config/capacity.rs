@@ -52,12 +52,7 @@ impl Checker<'_, '_> {
             Ok(n) if range.contains(&count) => n,
             _ => {
                 let (low, high) = (range.start(), range.end());
-                let reason = if count < *low {
-                    format!("must be at least {low}")
-                } else {
-                    format!("must be at most {high}, not {count}")
-                };
-                self.error(at, reason);
+                self.error(at, format!("must be between {low} and {high}, not {count}"));
                 default
             }
         }

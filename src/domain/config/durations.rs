@@ -1,12 +1,16 @@
-//! Durations in the config: `30s`, `1m30s`, `500ms` or whole seconds, never zero, and the
-//! restart delays built from two of them. Pure.
+//! Durations in the config: `30s`, `1m30s`, `500ms` or whole seconds, never zero and at most
+//! a year, and the restart delays built from two of them. Pure.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-/// `max_timeout` when absent: this many times `timeout`.
+/// `max_timeout` when absent: this many times `timeout` (at most [`MAX_DURATION`]).
 const MAX_TIMEOUT_FACTOR: u32 = 10;
+
+/// The longest duration any setting takes (humantime's `1year`, 365.25 days): longer is no
+/// longer a limit, and a duration near `u64::MAX` seconds added to the clock panics.
+pub const MAX_DURATION: Duration = Duration::from_secs(31_557_600);
 
 use super::{
     Backoff, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, path,
@@ -48,7 +52,8 @@ impl Checker<'_, '_> {
         at: &str,
     ) -> Duration {
         let at = path::field(at, "max_timeout");
-        let max = self.duration(raw, timeout.saturating_mul(MAX_TIMEOUT_FACTOR), &at);
+        let default = timeout.saturating_mul(MAX_TIMEOUT_FACTOR).min(MAX_DURATION);
+        let max = self.duration(raw, default, &at);
         if max < timeout {
             let reason = format!(
                 "{} is shorter than timeout ({})",
@@ -68,8 +73,8 @@ impl Checker<'_, '_> {
         }
     }
 
-    /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero.
-    /// Absent: `default`.
+    /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero,
+    /// at most [`MAX_DURATION`]. Absent: `default`.
     pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {
         let parsed = match &raw {
             None | Some(Value::Null) => return default,
@@ -85,6 +90,15 @@ impl Checker<'_, '_> {
         match parsed {
             Ok(duration) if duration.is_zero() => {
                 self.error(at, "duration must be greater than zero");
+                default
+            }
+            Ok(duration) if duration > MAX_DURATION => {
+                let reason = format!(
+                    "duration must be greater than zero and at most {}, not {}",
+                    humantime::format_duration(MAX_DURATION),
+                    humantime::format_duration(duration)
+                );
+                self.error(at, reason);
                 default
             }
             Ok(duration) => duration,

@@ -21,13 +21,14 @@ mod transport;
 mod transport_spec;
 mod validate;
 
+pub use durations::MAX_DURATION;
 pub use isolation::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
 };
 pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
-pub use rates::{Audit, AuditSink, Per, Rate};
-pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
+pub use rates::{Audit, AuditSink, MAX_RATE_COUNT, Per, Rate};
+pub use security::{Auth, Limits, MAX_SIZE, TlsFiles, TokenSource, TokenSpec};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
 };

@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use super::validate::Checker;
 
+/// The most calls a rate may allow per period: more is no limit, and past 10^9 a second the
+/// interval between calls would be zero (a limiter cannot be built for it).
+pub const MAX_RATE_COUNT: u32 = 1_000_000;
+
 /// How many calls per period; a burst of `count` at once is allowed, then one per
 /// `period / count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,7 +55,10 @@ impl Rate {
             format!("invalid rate {text:?}: the count must be a whole number; {hint}")
         })?;
         let count = NonZeroU32::new(count)
-            .ok_or_else(|| format!("invalid rate {text:?}: the count must be at least 1"))?;
+            .filter(|count| count.get() <= MAX_RATE_COUNT)
+            .ok_or_else(|| {
+                format!("invalid rate {text:?}: the count must be between 1 and {MAX_RATE_COUNT}")
+            })?;
         let per = match per.trim() {
             "s" => Per::Second,
             "m" => Per::Minute,

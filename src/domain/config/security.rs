@@ -86,6 +86,10 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// The largest size any of `limits` takes: 4 GiB − 1, the most a gRPC message's 32-bit length
+/// says (pre-encoded answers write it as such).
+pub const MAX_SIZE: u64 = u32::MAX as u64;
+
 /// Size limits, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -246,6 +250,7 @@ impl Checker<'_, '_> {
         }
     }
 
+    /// A size in bytes: 1 to [`MAX_SIZE`].
     fn size(&mut self, raw: Option<Value>, default: usize, at: &str) -> usize {
         let bytes = match raw {
             None => return default,
@@ -262,7 +267,15 @@ impl Checker<'_, '_> {
                 self.error(at, "must be greater than zero");
                 default
             }
-            Ok(bytes) => usize::try_from(bytes).unwrap_or(usize::MAX),
+            Ok(bytes) if bytes > MAX_SIZE => {
+                let reason = format!(
+                    "must be between 1 and {MAX_SIZE} bytes (4 GiB - 1), not {bytes}: a gRPC \
+                     message's length is 32 bits"
+                );
+                self.error(at, reason);
+                default
+            }
+            Ok(bytes) => usize::try_from(bytes).unwrap_or(default),
             Err(reason) => {
                 self.error(at, reason);
                 default

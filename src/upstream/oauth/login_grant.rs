@@ -20,6 +20,7 @@ use super::{
 use crate::domain::{
     config::Login,
     outcome::{LoginHint, NoStepUp, OAuthFailure, TokenStep},
+    token_lifetime,
 };
 
 /// One server's login.
@@ -176,7 +177,7 @@ impl LoginGrant {
 }
 
 /// The store's token, renewed when rmcp would refresh it: `renewal_margin` before its
-/// expiry, counted from when it was received.
+/// expiry (a day at most after it was received), counted from when it was received.
 fn held(file: &TokenFile) -> Option<Held> {
     let credentials = &file.credentials;
     let response = credentials.token_response.as_ref()?;
@@ -185,7 +186,7 @@ fn held(file: &TokenFile) -> Option<Held> {
         None,
         credentials.granted_scopes.clone(),
     );
-    if let Some(lifetime) = response.expires_in() {
+    if let Some(lifetime) = response.expires_in().map(token_lifetime::clamped) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()

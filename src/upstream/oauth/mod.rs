@@ -31,6 +31,7 @@ use crate::domain::{
     caller::CallerValues,
     config::{Grant, OAuth, ServerSpec, TransportSpec},
     outcome::{LoginHint, OAuthFailure},
+    token_lifetime,
 };
 
 /// How long getting one token may take, discovery included: an authorization server that does
@@ -64,9 +65,11 @@ struct Held {
 }
 
 impl Held {
-    /// A token issued now that lives `lifetime`.
+    /// A token issued now that lives `lifetime` (a day at most, whatever the server said).
     fn new(token: String, lifetime: Option<Duration>, scopes: Vec<String>) -> Self {
-        let renew_at = lifetime.map(|life| Instant::now() + life - renewal_margin(life));
+        let renew_at = lifetime
+            .map(token_lifetime::clamped)
+            .map(|life| Instant::now() + life - renewal_margin(life));
         Self {
             token: token.into(),
             renew_at,

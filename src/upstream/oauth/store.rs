@@ -135,34 +135,40 @@ fn read(path: &Path) -> Result<Option<TokenFile>, String> {
         .map_err(|e| format!("it is not a token store written by `toolbroker login`: {e}"))
 }
 
-/// Writes `file` beside `path` with mode 0600, then renames it over `path`.
+/// Writes `file` beside `path` with mode 0600, then renames it over `path`. The file aside has
+/// a random name and is created anew, never through a symlink: one planted where it would be
+/// written (the name used to be predictable) is never followed, so the tokens cannot be sent
+/// into another file.
 pub fn write(path: &Path, file: &TokenFile) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(file).map_err(io::Error::other)?;
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other("the token store path names no file"))?;
-    let aside = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&aside)?;
-        out.write_all(&json)?;
-        out.sync_all()
-    })();
-    match written.and_then(|()| fs::rename(&aside, path)) {
-        Ok(()) => Ok(()),
-        Err(error) => {
-            let _ = fs::remove_file(&aside);
-            Err(error)
-        }
-    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    // Removed when dropped, if it was not renamed.
+    let mut aside = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .make_in(dir, create_private)?;
+    aside.write_all(&json)?;
+    aside.as_file().sync_all()?;
+    aside.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Creates `path` for writing with mode 0600: never an existing file (`create_new`), never
+/// through a symlink (`O_NOFOLLOW`, which `create_new` implies; said for the reader).
+fn create_private(path: &Path) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 fn store_error(failure: OAuthFailure) -> AuthError {
@@ -183,5 +189,71 @@ impl CredentialStore for TokenStore {
     async fn clear(&self) -> Result<(), AuthError> {
         self.update(|file| file.credentials.token_response = None)
             .map_err(store_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn token_file() -> TokenFile {
+        serde_json::from_value(serde_json::json!({
+            "server_url": "https://mcp.example/mcp",
+            "client_id": "broker",
+            "redirect_uri": "http://127.0.0.1:1/callback",
+            "metadata": {
+                "authorization_endpoint": "https://as.example/authorize",
+                "token_endpoint": "https://as.example/token",
+            },
+            "credentials": {"client_id": "broker", "token_response": null},
+        }))
+        .expect("a token file")
+    }
+
+    #[test]
+    fn a_symlink_planted_where_the_file_is_written_aside_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let target = dir.path().join("victim");
+        fs::write(&target, "keep me").unwrap();
+        // Where the file aside used to be written, and a guess more.
+        let planted = [
+            format!(".tokens.json.{}.tmp", std::process::id()),
+            ".tokens.json.tmp".to_owned(),
+        ];
+        for name in &planted {
+            std::os::unix::fs::symlink(&target, dir.path().join(name)).unwrap();
+        }
+        write(&path, &token_file()).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+        let mode = fs::symlink_metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let written: TokenFile = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(written.client_id, "broker");
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".tmp") && !planted.contains(name))
+            .collect();
+        assert!(left.is_empty(), "files left aside: {left:?}");
+    }
+
+    #[test]
+    fn the_file_aside_is_never_opened_through_a_symlink_or_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        fs::write(&target, "keep me").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nothing"), &dangling).unwrap();
+        for path in [&link, &dangling, &target] {
+            let error = create_private(path).expect_err("refused");
+            assert_eq!(error.kind(), io::ErrorKind::AlreadyExists, "{path:?}");
+        }
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+        assert!(!dir.path().join("nothing").exists());
     }
 }

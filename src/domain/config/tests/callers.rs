@@ -111,11 +111,17 @@ fn per_caller_fields_are_checked() {
         ),
         (
             "servers: [{name: a, command: x, isolation: per-caller, max_sessions: 0}]",
-            &[("servers[0] (a).max_sessions", "must be at least 1")],
+            &[(
+                "servers[0] (a).max_sessions",
+                "must be between 1 and 10000, not 0",
+            )],
         ),
         (
             "servers: [{name: a, command: x, isolation: per-caller, max_sessions: 10001}]",
-            &[("servers[0] (a).max_sessions", "must be at most 10000")],
+            &[(
+                "servers[0] (a).max_sessions",
+                "must be between 1 and 10000, not 10001",
+            )],
         ),
         (
             "servers: [{name: a, command: x, isolation: per-caller, replicas: 2}]",

@@ -289,7 +289,10 @@ fn security_errors() {
         ),
         (
             "servers: [{name: a, command: x, max_concurrent_calls: 0}]",
-            &[("servers[0] (a).max_concurrent_calls", "at least 1")],
+            &[(
+                "servers[0] (a).max_concurrent_calls",
+                "between 1 and 100000, not 0",
+            )],
         ),
         (
             "servers: [{name: a, url: 'http://h', inherit_env: true}]",
@@ -300,12 +303,15 @@ fn security_errors() {
             "servers: [{name: a, command: x, max_concurrent_calls: 18446744073709551615}]",
             &[(
                 "servers[0] (a).max_concurrent_calls",
-                "must be at most 100000, not 18446744073709551615",
+                "must be between 1 and 100000, not 18446744073709551615",
             )],
         ),
         (
             "servers: [{name: a, command: x, max_queued_calls: 1000001}]",
-            &[("servers[0] (a).max_queued_calls", "must be at most 1000000")],
+            &[(
+                "servers[0] (a).max_queued_calls",
+                "must be between 0 and 1000000, not 1000001",
+            )],
         ),
     ];
     for (text, want) in cases {

@@ -1,6 +1,7 @@
 //! Tests of config parsing: valid documents and the values they give. The error cases are
 //! in [`errors`].
 
+mod bounds;
 mod callers;
 mod errors;
 mod oauth;

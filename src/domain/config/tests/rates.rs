@@ -47,7 +47,7 @@ fn rate_and_audit_mistakes_are_named_at_their_field() {
         ),
         (
             server("rate: 0/s"),
-            vec![("servers[0] (fs).rate", "at least 1")],
+            vec![("servers[0] (fs).rate", "between 1 and 1000000")],
         ),
         (
             server("caller_rate: fast"),
