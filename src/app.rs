@@ -172,6 +172,8 @@ impl App {
                 shutdown: shutdown.clone(),
                 closing: closing.clone(),
                 in_flight: service.in_flight(),
+                settings: config.mcp_face.clone(),
+                auth: config.auth.enabled(),
             };
             crate::mcp_face::start(addr, parts).await?;
         }

@@ -173,6 +173,11 @@ impl LiveConfig {
         {
             tracing::warn!("max_connection_age changes take effect at the next start");
         }
+        if config.mcp_face != self.config.mcp_face {
+            tracing::warn!(
+                "mcp_allowed_origins and the MCP session caps take effect at the next start"
+            );
+        }
         let plan = fleet.reconfigure(config.servers.clone()).await;
         let names = |list: &[ServerName]| {
             list.iter()

@@ -544,17 +544,7 @@ async fn post(
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.text().await.unwrap();
-    let answer = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(str::trim)
-        .chain(std::iter::once(text.trim()))
-        .find_map(|data| {
-            serde_json::from_str::<Value>(data)
-                .ok()
-                .filter(|v| v.get("id").is_some())
-        });
-    (status, answer, headers)
+    (status, common::jsonrpc_answer(&text), headers)
 }
 
 fn initialize(version: &str) -> Value {

@@ -12,6 +12,7 @@ pub mod expand;
 pub mod grants;
 pub mod names;
 pub mod offer;
+pub mod origin;
 pub mod outcome;
 pub mod overrides;
 pub mod reload;

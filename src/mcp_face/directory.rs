@@ -1,6 +1,6 @@
 //! The face's own record of its client sessions, beside rmcp's: each session's state (once it
 //! is initialized), when the client last did anything, the calls the face is answering
-//! directly, and the questions those calls asked the client.
+//! directly, the questions those calls asked the client, and which idle one is the oldest.
 
 use std::{
     collections::HashMap,
@@ -201,6 +201,18 @@ impl Directory {
     }
 }
 
+impl Directory {
+    /// Of the sessions `among` picks, the one idle now (no stream open, no call answered
+    /// directly) whose client has been quiet the longest: the one closed to make room.
+    pub fn oldest_idle(&self, among: impl Fn(&SessionId) -> bool) -> Option<SessionId> {
+        self.entries()
+            .iter()
+            .filter(|(id, entry)| entry.open == 0 && among(id))
+            .min_by_key(|(_, entry)| entry.active)
+            .map(|(id, _)| id.clone())
+    }
+}
+
 /// Whether `request` is the id of one of the face's questions.
 pub fn is_question(request: &RequestId) -> bool {
     question(request).is_some()
@@ -289,5 +301,26 @@ mod tests {
         let mut idle_later = directory.idle(later + Duration::from_secs(1), idle);
         idle_later.sort();
         assert_eq!(idle_later, vec![calling, ended, quiet, streaming]);
+    }
+
+    #[test]
+    fn only_a_session_with_nothing_open_is_idle_enough_to_close() {
+        let directory = Directory::default();
+        let (streaming, calling, quiet) = (id("streaming"), id("calling"), id("quiet"));
+        for session in [&streaming, &calling, &quiet] {
+            directory.open(session);
+        }
+        directory.stream(&streaming, true);
+        let state = Arc::new(Session::default());
+        directory.initialized(&calling, &state);
+        assert!(
+            directory
+                .start_call(&calling, &RequestId::Number(1))
+                .is_some()
+        );
+        assert_eq!(directory.oldest_idle(|_| true), Some(quiet.clone()));
+        assert_eq!(directory.oldest_idle(|id| *id != quiet), None);
+        directory.stream(&streaming, false);
+        assert_eq!(directory.oldest_idle(|id| *id != quiet), Some(streaming));
     }
 }

@@ -3,7 +3,8 @@
 //! in the face's [`Directory`] once initialized, the client's answers to the questions of
 //! those calls and its `notifications/cancelled` for them caught on their way to rmcp, and
 //! idle sessions closed by the face, which sees all of a session's traffic where rmcp's
-//! worker does not.
+//! worker does not. Each session's caller is recorded as it is created, and the oldest idle
+//! sessions are closed to keep the caps (see [`session_caps`](super::session_caps)).
 
 use std::{
     sync::{Arc, Weak},
@@ -26,7 +27,11 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::directory::{self, Directory};
+use super::{
+    directory::{self, Directory},
+    session_caps::{Caps, Full, Owners, Reservation},
+};
+use crate::domain::caller::CallerKey;
 
 /// A session left with nothing open and nothing sent for this long is closed, as rmcp's own
 /// keep-alive would (it counts only what passes through its worker, which direct calls do
@@ -41,20 +46,43 @@ const SWEEP: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct SessionKey(pub SessionId);
 
-/// rmcp's session manager, keeping the face's directory.
+/// rmcp's session manager, keeping the face's directory and the sessions' callers.
 pub struct FaceSessions {
     inner: LocalSessionManager,
     directory: Arc<Directory>,
+    owners: Arc<Owners>,
 }
 
 impl FaceSessions {
-    /// Sessions recorded in `directory`, swept for idle ones until `closing`.
-    pub fn new(directory: Arc<Directory>, closing: CancellationToken) -> Arc<Self> {
+    /// Sessions recorded in `directory`, kept within `caps`, swept for idle ones until
+    /// `closing`.
+    pub fn new(directory: Arc<Directory>, caps: Caps, closing: CancellationToken) -> Arc<Self> {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = None;
-        let sessions = Arc::new(Self { inner, directory });
+        let owners = Owners::new(caps);
+        let sessions = Arc::new(Self {
+            inner,
+            directory,
+            owners,
+        });
         tokio::spawn(sweep(Arc::downgrade(&sessions), closing));
         sessions
+    }
+
+    /// Whose each session is.
+    pub fn owners(&self) -> &Owners {
+        &self.owners
+    }
+
+    /// A place for a new session of `caller`, the oldest idle sessions closed to make it; or
+    /// the cap that is full.
+    pub async fn make_room(&self, caller: &CallerKey) -> Result<Reservation, Full> {
+        let (reservation, victims) = self.owners.reserve(caller, &self.directory)?;
+        for victim in victims {
+            tracing::debug!(session = %victim, "MCP face session closed to make room");
+            let _ = self.close_session(&victim).await;
+        }
+        Ok(reservation)
     }
 }
 
@@ -105,6 +133,7 @@ impl SessionManager for FaceSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;
         self.directory.open(&id);
+        self.owners.created(&id);
         Ok((id, transport))
     }
 
@@ -123,6 +152,7 @@ impl SessionManager for FaceSessions {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.directory.close(id);
+        self.owners.closed(id);
         self.inner.close_session(id).await
     }
 

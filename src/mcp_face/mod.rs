@@ -1,6 +1,7 @@
 //! The MCP face: the broker's catalog served as one MCP server over streamable HTTP at `/mcp`
 //! (rmcp's server side), and each view's subset at `/mcp/<view>`, to MCP-native clients,
-//! behind the same auth gate as the gRPC port.
+//! behind the same auth gate as the gRPC port, to browser pages only from allowed origins,
+//! with the sessions each caller and the face keep capped.
 //! Tools, resources and prompts come from the broker; a `tools/call` runs as a streaming
 //! broker call whose progress and questions are relayed to the client that made it.
 
@@ -12,11 +13,13 @@ mod direct_calls;
 mod directory;
 mod face_sessions;
 mod handler;
+mod origins;
 mod plain_request;
 mod refused_calls;
 mod relay;
 mod request;
 mod session;
+mod session_caps;
 mod tool_list;
 mod views;
 
@@ -49,23 +52,13 @@ use crate::{
     audit::AuditLog,
     auth::Gate,
     broker::Broker,
+    domain::config::McpFace,
     in_flight::{Held, InFlight},
 };
 
 use direct_calls::DirectCalls;
 use face_sessions::FaceSessions;
 pub use handler::Face;
-
-/// Browser origins accepted on a loopback face: pages served from this machine. Any other
-/// origin is refused, so that a web page cannot reach the face through DNS rebinding.
-const LOOPBACK_ORIGINS: [&str; 6] = [
-    "http://localhost:*",
-    "http://127.0.0.1:*",
-    "http://[::1]:*",
-    "https://localhost:*",
-    "https://127.0.0.1:*",
-    "https://[::1]:*",
-];
 
 /// What the face serves from.
 pub struct Parts {
@@ -82,6 +75,10 @@ pub struct Parts {
     pub closing: CancellationToken,
     /// The calls running now, which shutdown waits for.
     pub in_flight: InFlight,
+    /// Allowed origins and session caps.
+    pub settings: McpFace,
+    /// Whether any auth is configured (without it, a face off loopback is open to its network).
+    pub auth: bool,
 }
 
 /// Counts a request to `/mcp` as in flight until its response has been sent: shutdown waits
@@ -133,26 +130,37 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     let closing = parts.closing.clone();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(closing.child_token());
-    // Host and Origin checks against DNS rebinding on loopback; a face on another address is
-    // reached by names and from origins only its operator knows.
-    config = if addr.ip().is_loopback() {
-        config.with_allowed_origins(LOOPBACK_ORIGINS)
-    } else {
-        config.disable_allowed_hosts()
-    };
+    // Host checks against DNS rebinding on loopback (a face on another address is reached by
+    // names only its operator knows); `Origin` is checked by the face's own layer, on every
+    // address and every request, those it answers itself included.
+    config = config.disable_allowed_origins();
+    if !addr.ip().is_loopback() {
+        config = config.disable_allowed_hosts();
+        if !parts.auth {
+            tracing::warn!(addr = %local, "the MCP face listens beyond loopback WITHOUT auth: \
+                anyone who can reach this address can call every tool; configure auth or \
+                listen on 127.0.0.1");
+        }
+    }
     let broker = parts.broker.clone();
     let access = access::Access {
         gate: parts.gate.clone(),
         audit: parts.audit.clone().map(|log| (log, broker.clone())),
     };
     let face = Face::new(parts.broker, parts.audit, parts.shutdown);
-    let sessions = FaceSessions::new(face.directory.clone(), closing.clone());
+    let caps = session_caps::Caps {
+        per_caller: parts.settings.sessions_per_caller,
+        total: parts.settings.max_sessions,
+    };
+    let sessions = FaceSessions::new(face.directory.clone(), caps, closing.clone());
+    let origins = origins::Origins::new(&parts.settings.allowed_origins);
     let direct = DirectCalls {
         face: face.clone(),
         closing: closing.clone(),
         loopback: addr.ip().is_loopback(),
     };
-    let rmcp_service = StreamableHttpService::new(move || Ok(face.for_session()), sessions, config);
+    let rmcp_service =
+        StreamableHttpService::new(move || Ok(face.for_session()), sessions.clone(), config);
     // Shared: axum clones a route's service for every request, and rmcp's clone copies its
     // whole config (host and origin lists) each time, even for the calls answered directly.
     let rmcp_service = Arc::new(rmcp_service);
@@ -161,7 +169,8 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
         async move { Ok::<_, Infallible>(rmcp_service.handle(request).await) }
     });
     let gate = parts.gate;
-    // Layers run outside in: counted, then the gate, then the view, then the direct calls.
+    // Layers run outside in: the origin (every route), counted, the gate, the session's
+    // caller and caps, the view, then the direct calls.
     let router = Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/mcp/{view}", service)
@@ -170,6 +179,10 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
             direct_calls::answer_directly,
         ))
         .layer(middleware::from_fn_with_state(broker, views::select))
+        .layer(middleware::from_fn_with_state(
+            sessions,
+            session_caps::bound,
+        ))
         .layer(middleware::from_fn_with_state(access, access::admit))
         .layer(middleware::from_fn_with_state(parts.in_flight, counted))
         .merge(
@@ -184,7 +197,8 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
                     get(access::metadata),
                 )
                 .with_state(gate),
-        );
+        )
+        .layer(middleware::from_fn_with_state(origins, origins::check));
     tracing::info!(addr = %local, "MCP face listening at /mcp");
     // An answer goes out in a few small writes (SSE events): without TCP_NODELAY, Nagle and
     // the client's delayed ACK hold the last one back ~40 ms on a kept-alive connection.

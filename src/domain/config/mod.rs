@@ -9,6 +9,7 @@
 
 mod capacity;
 mod durations;
+mod face;
 mod isolation;
 mod jwt;
 mod oauth;
@@ -22,6 +23,9 @@ mod transport_spec;
 mod validate;
 
 pub use durations::MAX_DURATION;
+pub use face::{
+    DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_SESSIONS_PER_CALLER, MAX_MCP_SESSIONS, McpFace,
+};
 pub use isolation::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
 };
@@ -130,6 +134,9 @@ pub struct Config {
     pub servers: Vec<ServerSpec>,
     /// Named subsets of the catalog: view name → exposed-name patterns.
     pub views: BTreeMap<String, Vec<String>>,
+    /// The MCP face's allowed origins and session caps (`mcp_allowed_origins`,
+    /// `mcp_sessions_per_caller`, `mcp_max_sessions`).
+    pub mcp_face: McpFace,
 }
 
 impl Default for Config {
@@ -151,6 +158,7 @@ impl Default for Config {
             audit: None,
             servers: Vec::new(),
             views: BTreeMap::new(),
+            mcp_face: McpFace::default(),
         }
     }
 }

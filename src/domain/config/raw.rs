@@ -15,6 +15,10 @@ pub(super) struct RawTop {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
     pub mcp_listen: Option<String>,
+    /// The MCP face's settings, checked in `face.rs`.
+    pub mcp_allowed_origins: Option<Value>,
+    pub mcp_sessions_per_caller: Option<u64>,
+    pub mcp_max_sessions: Option<u64>,
     pub unix_listen: Option<String>,
     pub readiness: Option<String>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.

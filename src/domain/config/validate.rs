@@ -57,6 +57,11 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         limits,
         audit: check.audit(top.audit),
         views,
+        mcp_face: check.mcp_face(
+            top.mcp_allowed_origins,
+            top.mcp_sessions_per_caller,
+            top.mcp_max_sessions,
+        ),
     };
     check.token_views(&config.auth, &view_names);
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {

@@ -1,11 +1,14 @@
 //! Every setting that sizes something is bounded, each value out of range an error naming its
 //! field and the range: no value that passes `check` can overflow later (a duration added to
-//! the clock, a length written in 32 bits, a rate's interval).
+//! the clock, a length written in 32 bits, a rate's interval). And the MCP face's settings.
 
 use std::time::Duration;
 
 use super::{errors::assert_errors, parse_with_env};
-use crate::domain::config::{MAX_DURATION, MAX_RATE_COUNT, MAX_SIZE};
+use crate::domain::{
+    config::{MAX_DURATION, MAX_RATE_COUNT, MAX_SIZE, McpFace},
+    origin::is_allowed,
+};
 
 const HUGE: &str = "18446744073709551615";
 
@@ -136,13 +139,96 @@ fn rates_allow_at_most_a_million_calls_a_period() {
 
 #[test]
 fn counts_name_their_range() {
-    let cases: &[(&str, &[(&str, &str)])] = &[(
-        "servers: [{name: a, command: x, max_queued_calls: 18446744073709551615}]",
-        &[(
-            "servers[0] (a).max_queued_calls",
-            "must be between 0 and 1000000, not 18446744073709551615",
-        )],
-    )];
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "mcp_sessions_per_caller: 0",
+            &[(
+                "mcp_sessions_per_caller",
+                "must be between 1 and 100000, not 0",
+            )],
+        ),
+        (
+            "mcp_max_sessions: 100001",
+            &[(
+                "mcp_max_sessions",
+                "must be between 1 and 100000, not 100001",
+            )],
+        ),
+        (
+            "mcp_max_sessions: -1",
+            &[("mcp_max_sessions", "invalid value")],
+        ),
+        (
+            "servers: [{name: a, command: x, max_queued_calls: 18446744073709551615}]",
+            &[(
+                "servers[0] (a).max_queued_calls",
+                "must be between 0 and 1000000, not 18446744073709551615",
+            )],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_errors(text, want);
+    }
+}
+
+#[test]
+fn the_mcp_face_settings_default_and_read() {
+    assert_eq!(
+        parse_with_env("{}").unwrap().mcp_face,
+        McpFace {
+            allowed_origins: Vec::new(),
+            sessions_per_caller: 16,
+            max_sessions: 10_000,
+        }
+    );
+    let text = "mcp_allowed_origins: [\"https://app.example.com\", \"http://localhost:*\"]\n\
+                mcp_sessions_per_caller: 3\nmcp_max_sessions: 5\n";
+    let face = parse_with_env(text).unwrap().mcp_face;
+    assert_eq!((face.sessions_per_caller, face.max_sessions), (3, 5));
+    let shown: Vec<String> = face
+        .allowed_origins
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["https://app.example.com", "http://localhost:*"]);
+    assert!(is_allowed(&face.allowed_origins, "https://app.example.com"));
+    assert!(!is_allowed(&face.allowed_origins, "https://evil.example"));
+}
+
+#[test]
+fn malformed_origins_are_named_at_their_index() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "mcp_allowed_origins: [\"https://ok.example\", \"app.example.com\", \"https://a.example/path\"]",
+            &[
+                (
+                    "mcp_allowed_origins[1]",
+                    "invalid origin \"app.example.com\"",
+                ),
+                ("mcp_allowed_origins[2]", "has no path"),
+            ],
+        ),
+        (
+            "mcp_allowed_origins: [\"*\"]",
+            &[("mcp_allowed_origins[0]", "invalid origin \"*\"")],
+        ),
+        (
+            "mcp_allowed_origins: [\"https://*.example.com\"]",
+            &[("mcp_allowed_origins[0]", "invalid origin")],
+        ),
+        (
+            "mcp_allowed_origins: [80]",
+            &[("mcp_allowed_origins[0]", "expected an origin")],
+        ),
+        (
+            "mcp_allowed_origins: https://app.example.com",
+            &[("mcp_allowed_origins", "expected a list of origins")],
+        ),
+        (
+            "mcp_allowed_origins: [\"${NOT_SET}\"]",
+            &[("mcp_allowed_origins[0]", "NOT_SET is not set")],
+        ),
+    ];
     for (text, want) in cases {
         assert_errors(text, want);
     }
