@@ -176,8 +176,17 @@ impl Owners {
         forget(&mut self.counts(), id);
     }
 
+    /// Whether session `id` is known to be another caller's than `caller`.
+    pub fn of_another(&self, id: &str, caller: &CallerKey) -> bool {
+        self.counts()
+            .owner
+            .get(id)
+            .is_some_and(|owner| owner != caller)
+    }
+
     /// The caller of session `id`, if the face knows it.
-    pub fn owner(&self, id: &SessionId) -> Option<CallerKey> {
+    #[cfg(test)]
+    fn owner(&self, id: &SessionId) -> Option<CallerKey> {
         self.counts().owner.get(id).cloned()
     }
 }
@@ -229,23 +238,23 @@ pub async fn bound(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(caller) = request.extensions().get::<Caller>().map(|c| c.key.clone()) else {
+    let Some(caller) = request.extensions().get::<Caller>() else {
         return next.run(request).await;
     };
     let named = request
         .headers()
         .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(SessionId::from);
+        .and_then(|value| value.to_str().ok());
     match named {
-        Some(id) => match sessions.owners().owner(&id) {
-            Some(owner) if owner != caller => not_found(),
-            _ => next.run(request).await,
-        },
-        None if request.method() == Method::POST => match sessions.make_room(&caller).await {
-            Ok(reservation) => reservation.serve(next, request).await,
-            Err(full) => refused(full),
-        },
+        Some(id) if sessions.owners().of_another(id, &caller.key) => not_found(),
+        Some(_) => next.run(request).await,
+        None if request.method() == Method::POST => {
+            let caller = caller.key.clone();
+            match sessions.make_room(&caller).await {
+                Ok(reservation) => reservation.serve(next, request).await,
+                Err(full) => refused(full),
+            }
+        }
         None => next.run(request).await,
     }
 }
