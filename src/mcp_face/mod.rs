@@ -19,6 +19,7 @@ mod refused_calls;
 mod relay;
 mod request;
 mod session;
+mod session_access;
 mod session_caps;
 mod tool_list;
 mod views;
@@ -181,7 +182,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
         .layer(middleware::from_fn_with_state(broker, views::select))
         .layer(middleware::from_fn_with_state(
             sessions,
-            session_caps::bound,
+            session_access::bound,
         ))
         .layer(middleware::from_fn_with_state(access, access::admit))
         .layer(middleware::from_fn_with_state(parts.in_flight, counted))

@@ -6,8 +6,8 @@
 //! anonymous caller, so only the total applies.
 //!
 //! Each session's caller is recorded as rmcp creates it (the request that opens it reserved
-//! its place first, see [`bound`]); a request with another caller's `Mcp-Session-Id` is
-//! answered 404, as for a session that does not exist.
+//! its place first, see [`session_access`](super::session_access)); a request with another
+//! caller's `Mcp-Session-Id` is answered 404, as for a session that does not exist.
 
 use std::{
     collections::HashMap,
@@ -17,24 +17,10 @@ use std::{
     },
 };
 
-use axum::{
-    Json,
-    extract::{Request, State},
-    http::{Method, StatusCode},
-    middleware::Next,
-    response::{IntoResponse as _, Response},
-};
+use super::directory::Directory;
+use crate::domain::caller::{CallerKey, CallerKind};
+use axum::{extract::Request, middleware::Next, response::Response};
 use rmcp::transport::streamable_http_server::SessionId;
-use serde_json::json;
-
-use super::{directory::Directory, face_sessions::FaceSessions};
-use crate::{
-    auth::Caller,
-    domain::caller::{CallerKey, CallerKind},
-};
-
-/// The header that names a request's session.
-const SESSION_HEADER: &str = "mcp-session-id";
 
 tokio::task_local! {
     /// The place reserved for the session the request being served may open: rmcp creates
@@ -228,71 +214,6 @@ impl Drop for Reservation {
             self.owners.counts().remove(&self.caller);
         }
     }
-}
-
-/// The face's layer for sessions, after the gate: a request naming another caller's session
-/// gets 404; a POST that may open a session (it names none) gets a place for it first, or
-/// the refusal of the cap that is full.
-pub async fn bound(
-    State(sessions): State<Arc<FaceSessions>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(caller) = request.extensions().get::<Caller>() else {
-        return next.run(request).await;
-    };
-    let named = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok());
-    match named {
-        Some(id) if sessions.owners().of_another(id, &caller.key) => not_found(),
-        Some(_) => next.run(request).await,
-        None if request.method() == Method::POST => {
-            let caller = caller.key.clone();
-            match sessions.make_room(&caller).await {
-                Ok(reservation) => reservation.serve(next, request).await,
-                Err(full) => refused(full),
-            }
-        }
-        None => next.run(request).await,
-    }
-}
-
-/// What rmcp answers for a session it does not know.
-fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
-}
-
-/// A new session refused: 429 when the caller's cap is full, 503 when the face's is, with a
-/// JSON-RPC error that names the setting.
-fn refused(full: Full) -> Response {
-    let (status, setting, max, message) = match full {
-        Full::Caller(max) => (
-            StatusCode::TOO_MANY_REQUESTS,
-            "mcp_sessions_per_caller",
-            max,
-            format!(
-                "this caller has {max} MCP sessions open (mcp_sessions_per_caller) and none is \
-                 idle; close one (DELETE) before opening another"
-            ),
-        ),
-        Full::Face(max) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "mcp_max_sessions",
-            max,
-            format!(
-                "the MCP face has {max} sessions open (mcp_max_sessions) and none is idle; try \
-                 again later"
-            ),
-        ),
-    };
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32000, "message": message, "data": {"limit": setting, "max": max}},
-    });
-    (status, Json(body)).into_response()
 }
 
 #[cfg(test)]
