@@ -122,6 +122,30 @@ impl http_body::Body for HeldBody {
     }
 }
 
+/// rmcp's config for a face listening on `local`: Host checks against DNS rebinding on
+/// loopback (a face on another address is reached by names only its operator knows), and no
+/// `Origin` check of rmcp's: the face's own layer checks it, on every address and every
+/// request, those it answers itself included. A face beyond loopback without `auth` is
+/// warned of.
+fn rmcp_config(
+    local: SocketAddr,
+    auth: bool,
+    closing: &CancellationToken,
+) -> StreamableHttpServerConfig {
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(closing.child_token())
+        .disable_allowed_origins();
+    if local.ip().is_loopback() {
+        return config;
+    }
+    if !auth {
+        tracing::warn!(addr = %local, "the MCP face listens beyond loopback WITHOUT auth: \
+            anyone who can reach this address can call every tool; configure auth or listen \
+            on 127.0.0.1");
+    }
+    config.disable_allowed_hosts()
+}
+
 /// Serves the MCP face on `addr` until `parts.closing`; the address it listens on.
 pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)
@@ -129,20 +153,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
         .with_context(|| format!("mcp_listen: cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     let closing = parts.closing.clone();
-    let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(closing.child_token());
-    // Host checks against DNS rebinding on loopback (a face on another address is reached by
-    // names only its operator knows); `Origin` is checked by the face's own layer, on every
-    // address and every request, those it answers itself included.
-    config = config.disable_allowed_origins();
-    if !addr.ip().is_loopback() {
-        config = config.disable_allowed_hosts();
-        if !parts.auth {
-            tracing::warn!(addr = %local, "the MCP face listens beyond loopback WITHOUT auth: \
-                anyone who can reach this address can call every tool; configure auth or \
-                listen on 127.0.0.1");
-        }
-    }
+    let config = rmcp_config(local, parts.auth, &closing);
     let broker = parts.broker.clone();
     let access = access::Access {
         gate: parts.gate.clone(),
