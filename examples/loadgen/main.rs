@@ -31,7 +31,9 @@
 //!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16;
 //! - `authority`: what mending a Unix-socket client's `:authority` costs per call, in process;
 //! - `soak`: CallTool `echo` at concurrency 32, each call its own message, the server
-//!   SIGKILLed every 2 s: fails on any wrong answer or hung call.
+//!   SIGKILLed every 2 s; then the cancellation storm: random deadlines (some of a few ms) and
+//!   stream resets, large messages, the server stalled (SIGSTOP) and killed now and then.
+//!   Fails on any wrong answer or hung call.
 //!
 //! `LOADGEN_BROKER_BIN=PATH` runs another build of the broker (to compare two builds with one
 //! load generator); `LOADGEN_BROKER_WORKERS=N` starts the broker with `TOKIO_WORKER_THREADS=N`
@@ -58,6 +60,7 @@ mod report;
 mod search;
 mod soak;
 mod startup;
+mod storm;
 mod streaming;
 mod tracing_cost;
 
@@ -167,6 +170,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "soak" {
         soak::run(plan).await?;
+        storm::run(plan).await?;
     }
     if all || scenario == "face" {
         face::run(plan, flag(&args, "--mcp-proxy").map(String::as_str)).await?;

@@ -2,7 +2,8 @@
 //! server's process is SIGKILLed every 2 s. The broker restarts it; calls in flight then fail
 //! (UNAVAILABLE) and later ones succeed. What must never happen: an answer that is not the
 //! call's own message (answers crossed between calls), or a call that never returns (each has
-//! a 10 s deadline of the client's; a call that hits it is counted as hung).
+//! a 10 s deadline; a call that takes that long is counted as hung, whatever its status:
+//! tonic ends a call at its deadline with CANCELLED, the broker with DEADLINE_EXCEEDED).
 
 use std::{
     sync::{
@@ -13,25 +14,27 @@ use std::{
 };
 
 use anyhow::bail;
-use tonic::Code;
-use toolbroker::proto::CallToolRequest;
+use tonic::transport::Channel;
+use toolbroker::proto::{CallToolRequest, tool_broker_client::ToolBrokerClient};
 
 use crate::{Plan, broker::BrokerProcess, demo_config};
 
 /// Callers at once.
-const CONCURRENCY: usize = 32;
+pub const CONCURRENCY: usize = 32;
 /// Time between kills.
 const KILL_EVERY: Duration = Duration::from_secs(2);
 /// A call that takes longer is hung.
-const HUNG_AFTER: Duration = Duration::from_secs(10);
+pub const HUNG_AFTER: Duration = Duration::from_secs(10);
 
 /// What the callers saw.
 #[derive(Default)]
-struct Tally {
-    right: AtomicU64,
-    wrong: AtomicU64,
-    failed: AtomicU64,
-    hung: AtomicU64,
+pub struct Tally {
+    pub right: AtomicU64,
+    pub wrong: AtomicU64,
+    /// Calls whose callers gave up first (the storm's).
+    pub gave_up: AtomicU64,
+    pub failed: AtomicU64,
+    pub hung: AtomicU64,
 }
 
 /// Runs the soak and fails if any answer was wrong or any call hung.
@@ -41,9 +44,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         "\n## Soak: CallTool echo c={CONCURRENCY} for {seconds} s, the demo server SIGKILLed every {} s",
         KILL_EVERY.as_secs()
     );
-    let broker =
-        BrokerProcess::start(&demo_config(&[], "    backoff_initial: 100ms\n")?, &[]).await?;
-    let client = broker.client().await?;
+    let (broker, client) = start().await?;
     let tally = Arc::new(Tally::default());
     let next = Arc::new(AtomicU64::new(0));
     let stop_at = Instant::now() + Duration::from_secs(seconds);
@@ -59,11 +60,13 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
                     ..Default::default()
                 });
                 request.set_timeout(HUNG_AFTER);
-                let counter = match client.call_tool(request).await {
-                    Ok(reply) if reply.get_ref().text == message => &tally.right,
-                    Ok(_) => &tally.wrong,
-                    Err(status) if status.code() == Code::DeadlineExceeded => &tally.hung,
-                    Err(_) => &tally.failed,
+                let started = Instant::now();
+                let answer = tokio::time::timeout(2 * HUNG_AFTER, client.call_tool(request)).await;
+                let counter = match answer {
+                    Ok(Ok(reply)) if reply.get_ref().text == message => &tally.right,
+                    Ok(Ok(_)) => &tally.wrong,
+                    Ok(Err(_)) if started.elapsed() < HUNG_AFTER => &tally.failed,
+                    _ => &tally.hung,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 if std::ptr::eq(counter, &tally.failed) {
@@ -105,8 +108,16 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A broker serving the demo server, restarted quickly after a kill, and a client.
+pub async fn start() -> anyhow::Result<(BrokerProcess, ToolBrokerClient<Channel>)> {
+    let broker =
+        BrokerProcess::start(&demo_config(&[], "    backoff_initial: 100ms\n")?, &[]).await?;
+    let client = broker.client().await?;
+    Ok((broker, client))
+}
+
 /// The processes `pid` started (from any of its threads).
-fn children(pid: u32) -> anyhow::Result<Vec<u32>> {
+pub fn children(pid: u32) -> anyhow::Result<Vec<u32>> {
     let mut all = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let listed = std::fs::read_to_string(task?.path().join("children")).unwrap_or_default();

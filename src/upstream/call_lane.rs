@@ -7,10 +7,12 @@
 //! lane's ids, decodes it as a tool result and hands it straight to the call.
 //!
 //! The lane's ids are numbers from 2^32 up, which rmcp's `u32` counter never reaches; a call's
-//! progress token is its id, as rmcp's would be a number of its own. Everything else on the
-//! session (the handshake, lists, pings, notifications, the server's requests and their
-//! answers, cancellations) stays with rmcp; so do sessions on a protocol without
-//! `initialize`, whose requests carry per-request metadata rmcp adds.
+//! progress token is its id, as rmcp's would be a number of its own. A call dropped before its
+//! answer (a deadline, a reset stream) affects only itself: its line is withdrawn if no write
+//! took it yet (the server never sees it), else the server is sent `notifications/cancelled`
+//! after it. Everything else on the session (the handshake, lists, pings, notifications, the
+//! server's requests and their answers, other cancellations) stays with rmcp; so do sessions
+//! on a protocol without `initialize`, whose requests carry per-request metadata rmcp adds.
 
 use std::{
     any::TypeId,
@@ -25,16 +27,16 @@ use std::{
 
 use rmcp::{
     model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage,
-        ClientRequest, ErrorData, NumberOrString, ProgressToken, RequestId, RequestMetaObject,
-        ServerResult,
+        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+        CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+        ErrorData, NumberOrString, ProgressToken, RequestId, RequestMetaObject, ServerResult,
     },
     service::ServiceError,
     transport::DynamicTransportError,
 };
 use tokio::sync::oneshot;
 
-use super::call_answers::Envelope;
+use super::{call_answers::Envelope, write_queue::Ticket};
 
 /// The first id of the lane: above every id rmcp's `u32` counter gives, and exact in the
 /// double of a JavaScript server.
@@ -43,14 +45,24 @@ const FIRST_ID: i64 = 1 << 32;
 /// What a call gets back: the server's result, or why there is none.
 pub type Answer = Result<ServerResult, ServiceError>;
 
+/// Why the server is told to cancel a call of the lane.
+const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
+
 /// The write side of a transport: messages queued, then written by whichever sender holds the
-/// pipe (see `pipe_transport`).
+/// pipe (see `pipe_writer`).
 pub trait Outbox: Send + Sync {
     /// Appends `message` and its newline to what is to be written.
-    fn queue(&self, message: &ClientJsonRpcMessage) -> io::Result<()>;
+    fn queue(&self, message: &ClientJsonRpcMessage) -> io::Result<Ticket>;
 
-    /// Writes everything queued.
-    fn flush(self: Arc<Self>) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+    /// Writes `ticket`'s line (and what was queued before it), unless a write took it already.
+    /// Dropped mid-write, the line is finished all the same.
+    fn flush(
+        self: Arc<Self>,
+        ticket: Ticket,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+    /// Takes `ticket`'s line back if no write took it yet: `true` if it will never be written.
+    fn withdraw(&self, ticket: Ticket) -> bool;
 }
 
 /// The calls of one stdio session sent on the lane and not yet answered.
@@ -102,19 +114,42 @@ impl CallLane {
             }
             None => return Err(ServiceError::TransportClosed),
         }
-        let sent = Sent {
+        // Made before the line is queued: whenever this future is dropped from here on, the
+        // call's drop withdraws its line or tells the server.
+        let mut sent = Sent {
             lane: self.clone(),
             number,
             id: id.clone(),
             progress,
             answer,
             answered: false,
+            ticket: None,
         };
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let message = ClientJsonRpcMessage::request(request, id);
-        self.outbox.queue(&message).map_err(write_failed)?;
-        self.outbox.clone().flush().await.map_err(write_failed)?;
+        let ticket = self.outbox.queue(&message).map_err(write_failed)?;
+        sent.ticket = Some(ticket);
+        self.outbox
+            .clone()
+            .flush(ticket)
+            .await
+            .map_err(write_failed)?;
         Ok(sent)
+    }
+
+    /// Tells the server a call whose request went out is given up. Sent from a task of its own
+    /// (a drop cannot wait), queued behind the request; with no runtime, it goes with the next
+    /// write.
+    fn cancel(&self, id: RequestId) {
+        let param = CancelledNotificationParam::new(Some(id), Some(GAVE_UP.to_owned()));
+        let notification =
+            ClientNotification::CancelledNotification(CancelledNotification::new(param));
+        let message = ClientJsonRpcMessage::notification(notification);
+        if let Ok(ticket) = self.outbox.queue(&message)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(self.outbox.clone().flush(ticket));
+        }
     }
 
     /// Takes `line` if it answers a call of the lane, and hands the call its answer; `false`
@@ -185,8 +220,9 @@ fn write_failed(error: io::Error) -> ServiceError {
     ))
 }
 
-/// A call sent on the lane. Dropped before its answer, it is forgotten: an answer that comes
-/// later is dropped.
+/// A call sent on the lane. Dropped before its answer, it is forgotten (an answer that comes
+/// later is dropped) and its request withdrawn if no write took it yet, else cancelled on the
+/// server.
 pub struct Sent {
     lane: Arc<CallLane>,
     number: i64,
@@ -196,6 +232,8 @@ pub struct Sent {
     pub progress: ProgressToken,
     answer: oneshot::Receiver<Answer>,
     answered: bool,
+    /// The request's line, once queued.
+    ticket: Option<Ticket>,
 }
 
 impl Sent {
@@ -214,148 +252,23 @@ impl Drop for Sent {
         if self.answered {
             return;
         }
-        if let Some(waiting) = self.lane.lock().as_mut()
-            && waiting.remove(&self.number).is_some()
+        let waited = self
+            .lane
+            .lock()
+            .as_mut()
+            .is_some_and(|waiting| waiting.remove(&self.number).is_some());
+        // Not waited for any more: answered meanwhile, or the session ended.
+        if !waited {
+            return;
+        }
+        self.lane.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some(ticket) = self.ticket
+            && !self.lane.outbox.withdraw(ticket)
         {
-            self.lane.count.fetch_sub(1, Ordering::Relaxed);
+            self.lane.cancel(self.id.clone());
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An outbox that keeps the lines written.
-    #[derive(Default)]
-    struct Kept(Mutex<Vec<serde_json::Value>>);
-
-    impl Outbox for Kept {
-        fn queue(&self, message: &ClientJsonRpcMessage) -> io::Result<()> {
-            let value = serde_json::to_value(message)?;
-            self.0.lock().unwrap().push(value);
-            Ok(())
-        }
-
-        fn flush(self: Arc<Self>) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send>> {
-            Box::pin(async { Ok(()) })
-        }
-    }
-
-    fn lane() -> (Arc<CallLane>, Arc<Kept>) {
-        let kept = Arc::new(Kept::default());
-        (CallLane::new(kept.clone()), kept)
-    }
-
-    fn params() -> CallToolRequestParams {
-        let mut arguments = serde_json::Map::new();
-        arguments.insert("message".into(), "hi".into());
-        CallToolRequestParams::new("echo").with_arguments(arguments)
-    }
-
-    #[tokio::test]
-    async fn a_call_goes_out_with_its_id_as_progress_token_and_gets_its_answer() {
-        let (lane, kept) = lane();
-        let mut meta = RequestMetaObject::default();
-        meta.0.insert("traceparent".into(), "00-ab-cd-01".into());
-        let mut sent = lane.send(params(), meta).await.expect("sent");
-        let line = kept.0.lock().unwrap()[0].clone();
-        assert_eq!(line["method"], "tools/call");
-        assert_eq!(line["id"], FIRST_ID);
-        assert_eq!(line["params"]["arguments"]["message"], "hi");
-        assert_eq!(line["params"]["_meta"]["progressToken"], FIRST_ID);
-        assert_eq!(line["params"]["_meta"]["traceparent"], "00-ab-cd-01");
-        assert_eq!(
-            sent.progress,
-            ProgressToken(NumberOrString::Number(FIRST_ID))
-        );
-        let answer = format!(
-            r#"{{"jsonrpc":"2.0","id":{FIRST_ID},"result":{{"content":[{{"type":"text","text":"hi"}}]}}}}"#
-        );
-        assert!(lane.take(answer.as_bytes()));
-        let Ok(ServerResult::CallToolResult(result)) = sent.answer().await else {
-            panic!("a tool result");
-        };
-        assert_eq!(result.content[0].as_text().expect("text").text, "hi");
-        assert_eq!(lane.count.load(Ordering::Relaxed), 0);
-    }
-
-    #[tokio::test]
-    async fn errors_and_odd_results_come_back_as_rmcp_gives_them() {
-        let (lane, _) = lane();
-        let cases = [
-            (r#""error":{"code":-32602,"message":"no such tool"}"#, "mcp"),
-            (r#""result":{}"#, "empty"),
-            (r#""result":"not an object""#, "custom"),
-            (r#""neither":1"#, "unexpected"),
-        ];
-        for (member, kind) in cases {
-            let mut sent = lane.send(params(), Default::default()).await.expect("sent");
-            let Some(RequestId::Number(id)) = Some(sent.id.clone()) else {
-                unreachable!()
-            };
-            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},{member}}}"#);
-            assert!(lane.take(line.as_bytes()), "{line}");
-            let answer = sent.answer().await;
-            match (kind, answer) {
-                ("mcp", Err(ServiceError::McpError(error))) => {
-                    assert_eq!(error.message, "no such tool");
-                }
-                ("empty", Ok(ServerResult::EmptyResult(_))) => {}
-                ("custom", Ok(ServerResult::CustomResult(_))) => {}
-                ("unexpected", Err(ServiceError::UnexpectedResponse)) => {}
-                (kind, other) => panic!("{kind}: {other:?}"),
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn other_lines_are_left_to_the_transport() {
-        let (lane, _) = lane();
-        let first = format!(r#"{{"jsonrpc":"2.0","id":{FIRST_ID},"result":{{"content":[]}}}}"#);
-        assert!(
-            !lane.take(first.as_bytes()),
-            "nothing waits: not even parsed"
-        );
-        let _sent = lane.send(params(), Default::default()).await.expect("sent");
-        for line in [
-            // rmcp's own requests' answers.
-            r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#.to_owned(),
-            // A request of the server's with an id equal to ours.
-            format!(r#"{{"jsonrpc":"2.0","id":{FIRST_ID},"method":"ping"}}"#),
-            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#.to_owned(),
-            format!(r#"{{"jsonrpc":"2.0","id":"{FIRST_ID}","result":{{}}}}"#),
-            "not JSON".to_owned(),
-        ] {
-            assert!(!lane.take(line.as_bytes()), "{line}");
-        }
-        assert_eq!(lane.count.load(Ordering::Relaxed), 1, "still waiting");
-    }
-
-    #[tokio::test]
-    async fn a_dropped_call_is_forgotten_and_its_late_answer_swallowed() {
-        let (lane, _) = lane();
-        let sent = lane.send(params(), Default::default()).await.expect("sent");
-        let id = sent.id.clone();
-        drop(sent);
-        assert_eq!(lane.count.load(Ordering::Relaxed), 0);
-        let _other = lane.send(params(), Default::default()).await.expect("sent");
-        let late = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[]}}}}"#);
-        assert!(lane.take(late.as_bytes()), "ours, though nobody waits");
-    }
-
-    #[tokio::test]
-    async fn a_closed_lane_ends_its_calls_and_refuses_new_ones() {
-        let (lane, _) = lane();
-        let mut sent = lane.send(params(), Default::default()).await.expect("sent");
-        lane.close();
-        assert!(matches!(
-            sent.answer().await,
-            Err(ServiceError::TransportClosed)
-        ));
-        assert!(matches!(
-            lane.send(params(), Default::default()).await,
-            Err(ServiceError::TransportClosed)
-        ));
-    }
-}
+mod tests;

@@ -14,14 +14,16 @@ use rmcp::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
         ClientRequest, RequestId, RequestMetaObject, ServerResult,
     },
-    service::{Peer, PeerRequestOptions},
+    service::{Peer, PeerRequestOptions, ServiceError},
 };
 use serde_json::{Map, Value};
 use tracing::{Instrument as _, Span, field};
 
 use super::{
     balance::{Replica, least_busy},
+    call_lane::Answer,
     classify::{classify, lacked_token, not_a_tool_result},
+    interactions::Registration,
     link::Link,
     pool::Pool,
     slots::Slots,
@@ -229,8 +231,11 @@ impl Upstream {
         span
     }
 
-    /// Sends the request and waits for its answer; a guard cancels it on the server if this
-    /// future is dropped or times out first.
+    /// Sends the request and waits for its answer, both within the call's timeout (a server
+    /// that does not read its stdin holds the write up); the server is told to cancel it if
+    /// this future is dropped or the time runs out once the request went out (the lane's
+    /// [`Sent`](super::call_lane::Sent) does so itself, and withdraws a request not yet
+    /// written).
     async fn send(
         &self,
         replica: &Replica,
@@ -243,50 +248,43 @@ impl Upstream {
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
         let registration = replica.interactions.begin(conversation);
-        let (id, response) = match &replica.lane {
-            Some(lane) => {
-                let mut sent = lane
-                    .send(params, meta)
-                    .await
-                    .map_err(|e| self.classify(replica, None, e))?;
-                registration.sent(&sent.id, &sent.progress);
-                let id = sent.id.clone();
-                (id, Either::Left(async move { sent.answer().await }))
-            }
-            None => {
-                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-                // Given as the request's meta (not the params'), rmcp merges it with its own
-                // keys.
-                let options = PeerRequestOptions::no_options().with_meta(meta);
-                // rmcp's request futures are kilobytes: boxed, they are not copied at every
-                // await of every future above this one (docs/performance.md, "Large futures").
-                let handle = Box::pin(replica.peer.send_request_with_option(request, options))
-                    .await
-                    .map_err(|e| self.classify(replica, None, e))?;
-                registration.sent(&handle.id, &handle.progress_token);
-                let id = handle.id.clone();
-                (id, Either::Right(Box::pin(handle.await_response())))
-            }
+        let deadline = tokio::time::sleep(timing.timeout);
+        tokio::pin!(deadline);
+        let sending = start(replica, params, meta, &registration);
+        let (id, response, mut guard) = tokio::select! {
+            biased;
+            sent = sending => sent.map_err(|e| self.classify(replica, None, e))?,
+            () = &mut deadline => return Err(self.timed_out(timing)),
         };
         span.record("jsonrpc.request.id", field::display(&id));
-        let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
         let answer = match pulse {
-            None => tokio::time::timeout(timing.timeout, response).await.ok(),
+            None => tokio::select! {
+                biased;
+                answer = response => Some(answer),
+                () = &mut deadline => None,
+            },
             Some(pulse) => pulse.within(timing, response).await,
         };
         let Some(answer) = answer else {
-            return Err(RequestError::Timeout {
-                server: self.server.clone(),
-                after: timing.timeout,
-            });
+            return Err(self.timed_out(timing));
         };
-        guard.disarm();
+        if let Some(guard) = &mut guard {
+            guard.disarm();
+        }
         drop(registration);
         match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
             ServerResult::CallToolResult(result) => Ok(result),
             // Some servers answer a tool with no output with `{}`.
             ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
             _ => Err(not_a_tool_result(&self.server)),
+        }
+    }
+
+    /// The call's time ran out.
+    fn timed_out(&self, timing: Timing) -> RequestError {
+        RequestError::Timeout {
+            server: self.server.clone(),
+            after: timing.timeout,
         }
     }
 
@@ -297,7 +295,7 @@ impl Upstream {
         &self,
         replica: &Replica,
         id: Option<&RequestId>,
-        error: rmcp::service::ServiceError,
+        error: ServiceError,
     ) -> RequestError {
         let too_large = |aftermath| RequestError::ResultTooLarge {
             server: self.server.clone(),
@@ -355,6 +353,45 @@ impl Upstream {
         metrics::histogram!(semconv::MCP_CLIENT_OPERATION_DURATION, &labels)
             .record(elapsed.as_secs_f64());
     }
+}
+
+/// Sends the request on the replica's lane (a stdio session's) or through rmcp: its id, its
+/// answer to come, and for rmcp a guard that cancels it if dropped (the lane's call does that
+/// itself).
+async fn start(
+    replica: &Replica,
+    params: CallToolRequestParams,
+    meta: RequestMetaObject,
+    registration: &Registration,
+) -> Result<
+    (
+        RequestId,
+        impl Future<Output = Answer>,
+        Option<CancelOnDrop>,
+    ),
+    ServiceError,
+> {
+    Ok(match &replica.lane {
+        Some(lane) => {
+            let mut sent = lane.send(params, meta).await?;
+            registration.sent(&sent.id, &sent.progress);
+            let id = sent.id.clone();
+            (id, Either::Left(async move { sent.answer().await }), None)
+        }
+        None => {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            // Given as the request's meta (not the params'), rmcp merges it with its own keys.
+            let options = PeerRequestOptions::no_options().with_meta(meta);
+            // rmcp's request futures are kilobytes: boxed, they are not copied at every await
+            // of every future above this one (docs/performance.md, "Large futures").
+            let handle = Box::pin(replica.peer.send_request_with_option(request, options)).await?;
+            registration.sent(&handle.id, &handle.progress_token);
+            let id = handle.id.clone();
+            let guard = CancelOnDrop::new(&replica.peer, id.clone());
+            let response = Box::pin(handle.await_response());
+            (id, Either::Right(response), Some(guard))
+        }
+    })
 }
 
 /// JSON text cut to `RECORDED_CHARS` characters.

@@ -21,6 +21,7 @@ pub mod oauth;
 mod offers_list;
 mod pages;
 mod pipe_transport;
+mod pipe_writer;
 mod pool;
 mod process;
 mod reporter;
@@ -33,6 +34,7 @@ mod supervisor;
 mod tap;
 mod tools_list;
 mod traced_http;
+mod write_queue;
 
 pub use handle::Upstream;
 pub use http::install_tls_provider;
