@@ -6,46 +6,17 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Broker, as_caller, call_request, demo, run_with_config, wait_health};
+use common::{
+    Broker, as_caller, call_request, run_with_config,
+    unix::{broker_on_socket, socket_channel},
+    wait_health,
+};
 use prost::Message as _;
 use serde_json::json;
-use tokio::net::UnixStream;
-use tonic::{
-    Code,
-    transport::{Channel, Endpoint},
-};
+use tonic::Code;
 use toolbroker::proto::{self, tool_broker_client::ToolBrokerClient};
 
 const TOKEN: &str = "socket-test-token";
-
-/// A broker with the demo server, one token, and its socket at `socket`.
-async fn broker_on(socket: &Path) -> Broker {
-    let tokens = json!([{"name": "agent", "value_env": "AGENT_TOKEN"}]);
-    Broker::builder()
-        .top("auth", json!({ "tokens": tokens }))
-        .top("unix_listen", socket.display().to_string())
-        .server(demo("demo"))
-        .env("AGENT_TOKEN", TOKEN)
-        .start()
-        .await
-}
-
-/// A tonic channel over the socket.
-async fn socket_channel(socket: &Path) -> Channel {
-    let socket = socket.to_owned();
-    Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    UnixStream::connect(socket).await?,
-                ))
-            }
-        }))
-        .await
-        .expect("connect to the socket")
-}
 
 fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("grpc.sock")
@@ -55,7 +26,7 @@ fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
 async fn the_services_answer_on_the_socket_behind_the_same_gate() {
     let dir = tempfile::tempdir().unwrap();
     let socket = socket_in(&dir);
-    let broker = broker_on(&socket).await;
+    let broker = broker_on_socket(&socket, TOKEN).await;
     let listening = broker
         .wait_for_log("listening", |line| line["message"] == "listening")
         .await;
@@ -91,7 +62,7 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let socket = socket_in(&dir);
     // What a broker killed with SIGKILL leaves: a socket file nothing accepts on.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let first = broker_on(&socket).await;
+    let first = broker_on_socket(&socket, TOKEN).await;
     first
         .wait_for_log("stale file replaced", |line| {
             line["message"] == "replaced a stale socket file"
@@ -158,7 +129,7 @@ fn check_reports_a_file_in_the_way_or_a_missing_directory_at_unix_listen() {
 async fn grpcio_with_its_default_authority_calls_over_the_socket() {
     let dir = tempfile::tempdir().unwrap();
     let socket = socket_in(&dir);
-    let broker = broker_on(&socket).await;
+    let broker = broker_on_socket(&socket, TOKEN).await;
     wait_health(broker.channel.clone(), "toolbroker.v1.ToolBroker").await;
     let call = |message: &str| {
         let request = call_request("echo", &json!({ "message": message }).to_string());

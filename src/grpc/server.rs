@@ -69,7 +69,9 @@ pub async fn serve<H: Health>(
     } else {
         (None, None)
     };
-    let mut builder = Server::builder();
+    // hyper's default, said here because the socket's authority mender holds clients to it too.
+    let list = super::socket_authority::MAX_HEADER_LIST_SIZE;
+    let mut builder = Server::builder().http2_max_header_list_size(list);
     if let Some(age) = parts.max_connection_age {
         builder = builder.max_connection_age(age);
     }

@@ -15,6 +15,7 @@ pub mod python;
 pub mod servers;
 pub mod stream;
 pub mod token_endpoint;
+pub mod unix;
 mod watch;
 
 use std::{path::PathBuf, time::Duration};
