@@ -173,6 +173,11 @@ impl LiveConfig {
         {
             tracing::warn!("max_connection_age changes take effect at the next start");
         }
+        if config.limits.connections != self.config.limits.connections {
+            tracing::warn!(
+                "limits.max_connections, max_concurrent_streams and header_timeout changes take effect at the next start"
+            );
+        }
         let plan = fleet.reconfigure(config.servers.clone()).await;
         let names = |list: &[ServerName]| {
             list.iter()

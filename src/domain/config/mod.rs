@@ -8,6 +8,7 @@
 //! `Debug` never shows its text), so a `Debug` print of a config never shows them.
 
 mod capacity;
+mod connections;
 mod durations;
 mod isolation;
 mod jwt;
@@ -21,6 +22,10 @@ mod transport;
 mod transport_spec;
 mod validate;
 
+pub use connections::{
+    ConnectionLimits, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_CONNECTIONS,
+};
 pub use isolation::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
 };

@@ -2,6 +2,7 @@
 //! in [`errors`].
 
 mod callers;
+mod connections;
 mod errors;
 mod oauth;
 mod rates;
