@@ -16,6 +16,7 @@ mod plain_request;
 mod refused_calls;
 mod relay;
 mod request;
+mod serving;
 mod session;
 mod tool_list;
 mod views;
@@ -26,6 +27,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 
 use anyhow::Context as _;
@@ -50,6 +52,7 @@ use crate::{
     auth::Gate,
     broker::Broker,
     in_flight::{Held, InFlight},
+    net::{Admitted, ConnectionBudget, ListenerKind},
 };
 
 use direct_calls::DirectCalls;
@@ -82,6 +85,10 @@ pub struct Parts {
     pub closing: CancellationToken,
     /// The calls running now, which shutdown waits for.
     pub in_flight: InFlight,
+    /// Open connections, shared with the gRPC listeners.
+    pub budget: ConnectionBudget,
+    /// A connection that has not sent a complete request head this long is closed.
+    pub header_timeout: Duration,
 }
 
 /// Counts a request to `/mcp` as in flight until its response has been sent: shutdown waits
@@ -140,6 +147,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     } else {
         config.disable_allowed_hosts()
     };
+    let (budget, header_timeout) = (parts.budget.clone(), parts.header_timeout);
     let broker = parts.broker.clone();
     let access = access::Access {
         gate: parts.gate.clone(),
@@ -193,12 +201,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
     });
-    tokio::spawn(async move {
-        let serving =
-            axum::serve(listener, router).with_graceful_shutdown(closing.cancelled_owned());
-        if let Err(error) = serving.await {
-            tracing::error!(%error, "the MCP face failed");
-        }
-    });
+    let listener = Admitted::new(listener, budget, ListenerKind::McpFace);
+    tokio::spawn(serving::serve(listener, router, header_timeout, closing));
     Ok(local)
 }
