@@ -334,6 +334,14 @@ async fn a_connection_without_a_complete_request_head_is_closed_after_header_tim
         acked.await.unwrap(),
         "a connection that sent its head was closed"
     );
+    // The harness's client connected at start and sent nothing: its connection was closed too,
+    // and tonic opens another for the next call without failing it.
+    broker.wait_ready().await;
+    let echo = broker
+        .call_as(Some(TOKEN), &[], "echo", r#"{"message": "again"}"#)
+        .await
+        .expect("the harness's client called again");
+    assert_eq!(echo.text, "again");
 }
 
 /// The resident memory of process `pid`, in KiB.
@@ -442,7 +450,7 @@ async fn a_call_tool_stream_without_its_first_message_is_deadline_exceeded() {
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert_eq!(
         status.message(),
-        "the first message of a CallToolStream did not come within 1s (limits.header_timeout)"
+        "the request's first message did not come within 1s (limits.header_timeout)"
     );
     assert!(started.elapsed() >= Duration::from_millis(900));
     // The connection and the caller are fine: the next call is answered.
@@ -536,4 +544,64 @@ async fn over_tls_the_handshake_and_the_head_share_header_timeout_and_the_budget
         broker.text("echo", r#"{"message": "over TLS"}"#).await,
         "over TLS"
     );
+}
+
+#[tokio::test]
+async fn a_request_whose_message_never_follows_its_headers_is_deadline_exceeded() {
+    const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+    let dir = tempfile::tempdir().unwrap();
+    let broker = guarded(&socket_in(&dir), json!({"header_timeout": "1s"}))
+        .start()
+        .await;
+    let (reader, mut writer) = TcpStream::connect(broker.addr).await.unwrap().into_split();
+    let mut endings = h2_raw::endings(reader);
+    let mut heads = RequestHeads::default();
+    // Streams 1 and 3 send only their heads; 5 sends its message too (and no token).
+    let message = prost::Message::encode_to_vec(&call_request("echo", "{}"));
+    let mut data = vec![0];
+    data.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    data.extend_from_slice(&message);
+    let sent = Instant::now();
+    let bytes = [
+        opening(),
+        heads.request(1, "/toolbroker.v1.ToolBroker/CallTool"),
+        heads.request(3, "/grpc.health.v1.Health/Check"),
+        heads.request(5, "/toolbroker.v1.ToolBroker/CallTool"),
+        frame(h2_raw::DATA, h2_raw::END_STREAM, 5, &data),
+    ]
+    .concat();
+    writer.write_all(&bytes).await.unwrap();
+    let mut statuses = std::collections::BTreeMap::new();
+    let collected = tokio::time::timeout(HEADER_TIMEOUT + SLACK, async {
+        while statuses.len() < 3 {
+            match endings.recv().await.expect("the reader runs") {
+                Ending::Status {
+                    stream,
+                    status,
+                    message,
+                    at,
+                } => {
+                    statuses.insert(stream, (status, message, at.duration_since(sent)));
+                }
+                Ending::Closed => panic!("the connection ended"),
+                _ => {}
+            }
+        }
+    });
+    collected
+        .await
+        .unwrap_or_else(|_| panic!("not every stream ended: {statuses:?}"));
+    for stream in [1, 3] {
+        let (status, message, after) = &statuses[&stream];
+        assert_eq!(status, "4", "stream {stream}: {message}");
+        assert!(message.contains("limits.header_timeout"), "{message}");
+        assert!(
+            *after >= HEADER_TIMEOUT.mul_f32(0.9),
+            "stream {stream} after {after:?}"
+        );
+    }
+    // The request whose message came is refused for what it is, at once.
+    let (status, message, after) = &statuses[&5];
+    assert_eq!(status, "16", "{message}");
+    assert!(*after < HEADER_TIMEOUT, "{after:?}");
 }

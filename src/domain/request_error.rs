@@ -154,9 +154,9 @@ pub enum RequestError {
         /// When a call would next be let through.
         retry_after: Duration,
     },
-    /// A CallToolStream's first message did not come within `limits.header_timeout`.
+    /// A request's first message did not come within `limits.header_timeout`.
     #[error(
-        "the first message of a CallToolStream did not come within {} (limits.header_timeout)",
+        "the request's first message did not come within {} (limits.header_timeout)",
         humantime::format_duration(*.0)
     )]
     FirstMessageLate(Duration),

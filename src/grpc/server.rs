@@ -20,7 +20,8 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
     authenticate::Authenticated, batched_writes::BatchedWrites, broker_service::BrokerService,
-    observe, pre_encoded::PassThrough, socket_authority::LocalAuthority, status::to_status,
+    first_message::FirstMessage, observe, pre_encoded::PassThrough,
+    socket_authority::LocalAuthority, status::to_status,
 };
 use crate::{
     auth::Gate,
@@ -89,6 +90,9 @@ pub async fn serve<H: Health>(
     let router = builder
         .trace_fn(observe::server_span)
         .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
+        .layer(tower::layer::layer_fn(move |inner| {
+            FirstMessage::new(inner, head_within)
+        }))
         .add_service(Authenticated::new(PassThrough::new(broker), gate.clone()))
         .add_service(parts.health)
         .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))

@@ -14,6 +14,7 @@ use tokio::{
 
 /// What every HTTP/2 client sends first.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const DATA: u8 = 0x0;
 pub const HEADERS: u8 = 0x1;
 pub const RST_STREAM: u8 = 0x3;
 pub const SETTINGS: u8 = 0x4;

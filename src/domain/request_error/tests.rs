@@ -240,8 +240,7 @@ fn messages_name_what_is_at_fault_and_what_to_do() {
     let cases = [
         (
             RequestError::FirstMessageLate(Duration::from_secs(10)),
-            "the first message of a CallToolStream did not come within 10s \
-             (limits.header_timeout)",
+            "the request's first message did not come within 10s (limits.header_timeout)",
         ),
         (
             RequestError::Timeout {
