@@ -122,3 +122,44 @@ impl http_body::Body for FirstFrameBy {
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+    use http_body_util::{BodyExt as _, StreamBody};
+
+    use super::*;
+
+    fn body_of(
+        frames: impl futures::Stream<Item = Result<Frame<Bytes>, Status>> + Send + 'static,
+    ) -> Body {
+        Body::new(StreamBody::new(frames))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_sends_nothing_fails_when_due() {
+        let within = Duration::from_secs(10);
+        let mut body = FirstFrameBy::new(body_of(futures::stream::pending()), within);
+        let started = tokio::time::Instant::now();
+        let error = body.frame().await.expect("an answer").unwrap_err();
+        assert_eq!(started.elapsed(), within);
+        assert_eq!(error.code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(
+            error.message(),
+            "the request's first message did not come within 10s (limits.header_timeout)"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_that_came_with_its_head_starts_no_timer() {
+        let frames = futures::stream::iter([Ok(Frame::data(Bytes::from_static(b"message")))])
+            .chain(futures::stream::pending());
+        let mut body = FirstFrameBy::new(body_of(frames), Duration::from_secs(10));
+        let frame = body.frame().await.expect("a frame").unwrap();
+        assert_eq!(frame.into_data().unwrap(), "message");
+        assert!(matches!(body.wait, Wait::Over));
+        // After it, the body may wait as long as it likes.
+        let waited = tokio::time::timeout(Duration::from_secs(60), body.frame()).await;
+        assert!(waited.is_err());
+    }
+}
