@@ -34,6 +34,7 @@ use crate::{
     },
     grpc::{broker_service::BrokerService, server, unix_socket},
     health::HealthStatuses,
+    net::{ConnectionBudget, open_files},
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
     tls::{self, CertReloader},
     upstream::{fleet::Fleet, oauth},
@@ -156,14 +157,21 @@ impl App {
             Some(audit) => Some((AuditLog::open(audit)?, audit.clone())),
             None => None,
         };
-        let service = Arc::new(BrokerService::new(
-            broker.clone(),
-            shutdown.clone(),
-            config.limits.max_response_bytes,
-            audit.as_ref().map(|(log, _)| log.clone()),
-        ));
+        let connections = config.limits.connections;
+        let service = Arc::new(
+            BrokerService::new(
+                broker.clone(),
+                shutdown.clone(),
+                config.limits.max_response_bytes,
+                audit.as_ref().map(|(log, _)| log.clone()),
+            )
+            .first_message_within(connections.header_timeout),
+        );
         tasks.spawn(service.keep_tools_warm());
         let closing = CancellationToken::new();
+        // One budget for the gRPC port, the socket and the face.
+        let budget =
+            ConnectionBudget::new(open_files::connection_budget(connections.max_connections));
         if let Some(addr) = config.mcp_listen {
             let parts = crate::mcp_face::Parts {
                 broker: broker.clone(),
@@ -174,6 +182,8 @@ impl App {
                 in_flight: service.in_flight(),
                 settings: config.mcp_face.clone(),
                 auth: config.auth.enabled(),
+                budget: budget.clone(),
+                header_timeout: connections.header_timeout,
             };
             crate::mcp_face::start(addr, parts).await?;
         }
@@ -183,6 +193,7 @@ impl App {
             gate: gate.clone(),
             reflection: config.reflection,
             limits: config.limits,
+            budget,
             tls: acceptor,
             max_connection_age: config.max_connection_age,
             max_connection_age_grace: config.max_connection_age_grace,

@@ -26,6 +26,7 @@ pub mod mcp_face;
 pub mod mcp_lists;
 pub mod mcp_stdio;
 pub mod metrics;
+pub mod net;
 pub mod proto;
 pub mod rate_limits;
 pub mod reload;

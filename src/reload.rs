@@ -178,6 +178,11 @@ impl LiveConfig {
                 "mcp_allowed_origins and the MCP session caps take effect at the next start"
             );
         }
+        if config.limits.connections != self.config.limits.connections {
+            tracing::warn!(
+                "limits.max_connections, max_concurrent_streams and header_timeout changes take effect at the next start"
+            );
+        }
         let plan = fleet.reconfigure(config.servers.clone()).await;
         let names = |list: &[ServerName]| {
             list.iter()

@@ -1,6 +1,7 @@
 //! TLS for the gRPC listener: rustls (ring) with the configured certificate, read again on
 //! reload, and optionally client certificates verified against a CA. Clients without a
-//! certificate may still connect (health probes); the auth gate refuses their calls.
+//! certificate may still connect (health probes); the auth gate refuses their calls. The
+//! handshake and the first request head after it share one deadline (`limits.header_timeout`).
 
 use std::{
     io,
@@ -8,6 +9,8 @@ use std::{
     sync::{Arc, RwLock},
     time::Duration,
 };
+
+use axum::serve::Listener;
 
 use rustls::{
     RootCertStore, ServerConfig,
@@ -17,17 +20,19 @@ use rustls::{
     sign::CertifiedKey,
 };
 use tokio::{
-    net::{TcpListener, TcpStream},
+    io::{AsyncRead, AsyncWrite},
     sync::mpsc,
+    time::Instant,
 };
 use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::config::{ConfigError, TlsFiles};
+use crate::{
+    domain::config::{ConfigError, TlsFiles},
+    net::Guarded,
+};
 
-/// How long a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshaken connections waiting for the server to take them.
 const BACKLOG: usize = 128;
 
@@ -149,32 +154,41 @@ fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, Vec
     })
 }
 
-/// TLS connections for the gRPC server: accepts TCP connections and completes each handshake
-/// in its own task (bounded in time), so a slow client never holds up the others.
-pub fn incoming(
-    listener: TcpListener,
+/// TLS connections for the gRPC server: takes the connections `listener` admits and completes
+/// each handshake in its own task, so a slow client never holds up the others. A client has
+/// `head_within` from its connection to finish the handshake and send its first request head.
+pub fn incoming<L, T>(
+    mut listener: L,
     acceptor: TlsAcceptor,
+    head_within: Duration,
     stop: CancellationToken,
-) -> ReceiverStream<Result<TlsStream<TcpStream>, io::Error>> {
+) -> ReceiverStream<Result<Guarded<TlsStream<T>>, io::Error>>
+where
+    L: Listener<Io = Guarded<T>>,
+    L::Addr: std::fmt::Debug,
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::channel(BACKLOG);
     tokio::spawn(async move {
         loop {
-            let accepted = tokio::select! {
+            let (connection, peer) = tokio::select! {
                 biased;
                 _ = stop.cancelled() => return,
                 accepted = listener.accept() => accepted,
             };
-            let Ok((tcp, peer)) = accepted else { continue };
-            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let deadline = Instant::now() + head_within;
+                // The place in the budget is held through the handshake, then by the TLS stream.
+                let (tcp, permit) = connection.into_parts();
+                match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
+                        let tls = Guarded::new(tls, permit).head_by(deadline);
                         let _ = tx.send(Ok(tls)).await;
                     }
-                    Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    Ok(Err(error)) => tracing::debug!(?peer, %error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(?peer, "TLS handshake timed out"),
                 }
             });
         }

@@ -18,7 +18,9 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
     };
     let rounds = if plan.quick { 2 } else { 10 };
     for &count in counts {
-        let broker = BrokerProcess::start(&demo_config(&[], "")?, &[]).await?;
+        // Every watcher is a stream of one connection: more than the default 256.
+        let limits = "limits:\n  max_concurrent_streams: 2000\n";
+        let broker = BrokerProcess::start(&demo_config(&[], limits)?, &[]).await?;
         let client = broker.client().await?;
         let rss_before = broker.rss_mib()?;
         // Each watcher reports the name of every tool it sees added, with when.

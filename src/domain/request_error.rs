@@ -154,6 +154,12 @@ pub enum RequestError {
         /// When a call would next be let through.
         retry_after: Duration,
     },
+    /// A request's first message did not come within `limits.header_timeout`.
+    #[error(
+        "the request's first message did not come within {} (limits.header_timeout)",
+        humantime::format_duration(*.0)
+    )]
+    FirstMessageLate(Duration),
     /// The request is over `limits.max_request_bytes`.
     #[error("the request is over limits.max_request_bytes; send less or raise the limit")]
     RequestTooLarge,
@@ -526,6 +532,7 @@ impl RequestError {
             RequestError::UnknownPrompt { .. } => (NotFound, Debug, "unknown_prompt"),
             RequestError::UnknownResource { .. } => (NotFound, Debug, "unknown_resource"),
             RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
+            RequestError::FirstMessageLate(_) => (DeadlineExceeded, Debug, "first_message_late"),
             RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),
             RequestError::RateLimited { .. } => (ResourceExhausted, Debug, "rate_limited"),
             RequestError::ResponseTooLarge { .. } => {

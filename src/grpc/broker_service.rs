@@ -17,6 +17,7 @@ use crate::{
     broker::Broker,
     domain::{
         call::RawArguments,
+        config::DEFAULT_HEADER_TIMEOUT,
         request_error::{Level, RequestError},
     },
     in_flight::InFlight,
@@ -34,6 +35,8 @@ pub struct BrokerService {
     /// The calls running now (the MCP face's too).
     pub(super) in_flight: InFlight,
     pub(super) audit: Option<AuditLog>,
+    /// How long a CallToolStream's first message may take (`limits.header_timeout`).
+    pub(super) first_message_timeout: Duration,
 }
 
 /// A call checked and decoded, ready for the broker.
@@ -62,7 +65,15 @@ impl BrokerService {
             tools: Arc::default(),
             in_flight: InFlight::default(),
             audit,
+            first_message_timeout: DEFAULT_HEADER_TIMEOUT,
         }
+    }
+
+    /// A CallToolStream whose first message has not come within `timeout` ends with
+    /// DEADLINE_EXCEEDED.
+    pub fn first_message_within(mut self, timeout: Duration) -> Self {
+        self.first_message_timeout = timeout;
+        self
     }
 
     /// Encodes each new catalog revision's tools once the catalog settles, so that no caller

@@ -61,14 +61,22 @@ pub async fn open(
 ) -> Result<Response<CallStream>, Status> {
     let started = Instant::now();
     let (metadata, extensions, mut inbound) = request.into_parts();
-    let call = match inbound.message().await? {
-        Some(proto::CallToolStreamRequest {
+    let within = service.first_message_timeout;
+    let first = tokio::time::timeout(within, inbound.message()).await;
+    let call = match first {
+        Ok(Ok(Some(proto::CallToolStreamRequest {
             message: Some(Inbound::Call(call)),
-        }) => call,
-        _ => {
-            let status = refused(RequestError::InvalidArguments(
-                "the first message of a CallToolStream must be `call` (a CallToolRequest)".into(),
-            ));
+        }))) => call,
+        Ok(Err(status)) => return Err(status),
+        late_or_wrong => {
+            let error = match late_or_wrong {
+                Err(_) => RequestError::FirstMessageLate(within),
+                Ok(_) => RequestError::InvalidArguments(
+                    "the first message of a CallToolStream must be `call` (a CallToolRequest)"
+                        .into(),
+                ),
+            };
+            let status = refused(error);
             observe::record(METHOD, status.code(), started);
             return Err(status);
         }

@@ -10,6 +10,7 @@ mod call_stream;
 pub mod convert;
 pub mod convert_offers;
 mod deadline;
+mod first_message;
 mod limit;
 pub mod observe;
 mod offers;

@@ -1,27 +1,34 @@
 //! The assembled gRPC server: ToolBroker behind the auth gate, health (always open, for
 //! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS;
-//! served on the TCP port and, when configured, on a Unix socket as well.
+//! served on the TCP port and, when configured, on a Unix socket as well. Connections on both
+//! come through the shared connection budget, with a deadline on their first request head.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt as _;
 use futures::TryStreamExt as _;
 use http::HeaderValue;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::{
+    net::{TcpListener, UnixListener},
+    time::Instant,
+};
 use tokio_rustls::TlsAcceptor;
-use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Server, server::TcpIncoming};
+use tonic::transport::Server;
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
     authenticate::Authenticated, batched_writes::BatchedWrites, broker_service::BrokerService,
-    observe, pre_encoded::PassThrough, socket_authority::LocalAuthority, status::to_status,
+    first_message::FirstMessage, observe, pre_encoded::PassThrough,
+    socket_authority::LocalAuthority, status::to_status,
 };
 use crate::{
     auth::Gate,
     domain::{config::Limits, request_error::RequestError},
-    foreign_errors, proto,
+    foreign_errors,
+    net::{Admitted, ConnectionBudget, ListenerKind},
+    proto,
     proto::tool_broker_server::ToolBrokerServer,
     tls,
 };
@@ -36,8 +43,10 @@ pub struct Parts<H: Health> {
     pub gate: Gate,
     /// Whether reflection is served.
     pub reflection: bool,
-    /// Message size limits.
+    /// Message size limits, and the connections' (streams, the time to a first head).
     pub limits: Limits,
+    /// Open connections, shared with the MCP face.
+    pub budget: ConnectionBudget,
     /// TLS, when configured.
     pub tls: Option<TlsAcceptor>,
     /// Connections older than this are closed gracefully (GOAWAY), so that clients behind an
@@ -71,7 +80,11 @@ pub async fn serve<H: Health>(
     };
     // hyper's default, said here because the socket's authority mender holds clients to it too.
     let list = super::socket_authority::MAX_HEADER_LIST_SIZE;
-    let mut builder = Server::builder().http2_max_header_list_size(list);
+    let connections = parts.limits.connections;
+    let head_within = connections.header_timeout;
+    let mut builder = Server::builder()
+        .http2_max_header_list_size(list)
+        .max_concurrent_streams(connections.max_concurrent_streams);
     if let Some(age) = parts.max_connection_age {
         builder = builder.max_connection_age(age);
     }
@@ -81,6 +94,9 @@ pub async fn serve<H: Health>(
     let router = builder
         .trace_fn(observe::server_span)
         .layer(tower::util::MapResponseLayer::new(too_large_is_exhaustion))
+        .layer(tower::layer::layer_fn(move |inner| {
+            FirstMessage::new(inner, head_within)
+        }))
         .add_service(Authenticated::new(PassThrough::new(broker), gate.clone()))
         .add_service(parts.health)
         .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))
@@ -89,8 +105,13 @@ pub async fn serve<H: Health>(
         let Some(unix) = unix else {
             return Ok(());
         };
-        let incoming = UnixListenerStream::new(unix)
-            .map_ok(|stream| BatchedWrites::new(LocalAuthority::new(stream)));
+        let incoming = Admitted::new(unix, parts.budget.clone(), ListenerKind::UnixSocket)
+            .incoming()
+            // The deadline watches the bytes as the client sent them, before any mending.
+            .map_ok(|stream| {
+                let watched = stream.head_by(Instant::now() + head_within);
+                BatchedWrites::new(LocalAuthority::new(watched))
+            });
         let stop = closing.clone().cancelled_owned();
         let served = router.clone().serve_with_incoming_shutdown(incoming, stop);
         served
@@ -99,19 +120,25 @@ pub async fn serve<H: Health>(
     };
     let stop = closing.clone().cancelled_owned();
     let on_port = async {
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "TCP_NODELAY not set");
+            }
+        });
+        let admitted = Admitted::new(listener, parts.budget.clone(), ListenerKind::Grpc);
         let served = match parts.tls {
             Some(acceptor) => {
-                let incoming =
-                    tls::incoming(listener, acceptor, closing.clone()).map_ok(BatchedWrites::new);
+                let incoming = tls::incoming(admitted, acceptor, head_within, closing.clone())
+                    .map_ok(BatchedWrites::new);
                 router
                     .clone()
                     .serve_with_incoming_shutdown(incoming, stop)
                     .await
             }
             None => {
-                let incoming = TcpIncoming::from(listener)
-                    .with_nodelay(Some(true))
-                    .map_ok(BatchedWrites::new);
+                let incoming = admitted
+                    .incoming()
+                    .map_ok(|tcp| BatchedWrites::new(tcp.head_by(Instant::now() + head_within)));
                 router
                     .clone()
                     .serve_with_incoming_shutdown(incoming, stop)

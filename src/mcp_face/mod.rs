@@ -18,6 +18,7 @@ mod plain_request;
 mod refused_calls;
 mod relay;
 mod request;
+mod serving;
 mod session;
 mod session_access;
 mod session_caps;
@@ -30,6 +31,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 
 use anyhow::Context as _;
@@ -55,6 +57,7 @@ use crate::{
     broker::Broker,
     domain::config::McpFace,
     in_flight::{Held, InFlight},
+    net::{Admitted, ConnectionBudget, ListenerKind},
 };
 
 use direct_calls::DirectCalls;
@@ -80,6 +83,10 @@ pub struct Parts {
     pub settings: McpFace,
     /// Whether any auth is configured (without it, a face off loopback is open to its network).
     pub auth: bool,
+    /// Open connections, shared with the gRPC listeners.
+    pub budget: ConnectionBudget,
+    /// A connection that has not sent a complete request head this long is closed.
+    pub header_timeout: Duration,
 }
 
 /// Counts a request to `/mcp` as in flight until its response has been sent: shutdown waits
@@ -154,6 +161,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     let local = listener.local_addr()?;
     let closing = parts.closing.clone();
     let config = rmcp_config(local, parts.auth, &closing);
+    let (budget, header_timeout) = (parts.budget.clone(), parts.header_timeout);
     let broker = parts.broker.clone();
     let access = access::Access {
         gate: parts.gate.clone(),
@@ -219,12 +227,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
     });
-    tokio::spawn(async move {
-        let serving =
-            axum::serve(listener, router).with_graceful_shutdown(closing.cancelled_owned());
-        if let Err(error) = serving.await {
-            tracing::error!(%error, "the MCP face failed");
-        }
-    });
+    let listener = Admitted::new(listener, budget, ListenerKind::McpFace);
+    tokio::spawn(serving::serve(listener, router, header_timeout, closing));
     Ok(local)
 }

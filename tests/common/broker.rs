@@ -47,6 +47,7 @@ pub struct Builder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     tls: Option<ClientTlsConfig>,
+    open_files: Option<u64>,
 }
 
 impl Broker {
@@ -58,6 +59,7 @@ impl Broker {
             args: Vec::new(),
             env: Vec::new(),
             tls: None,
+            open_files: None,
         }
     }
 
@@ -128,6 +130,12 @@ impl Builder {
         self
     }
 
+    /// Starts the broker with this open-file limit, soft and hard (`ulimit -n`).
+    pub fn open_files(mut self, limit: u64) -> Self {
+        self.open_files = Some(limit);
+        self
+    }
+
     /// Connects over TLS with this client config, to `localhost`.
     pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
         self.tls = Some(tls);
@@ -168,7 +176,18 @@ impl Builder {
 
     /// The command line, with the config written into `dir` when there is one.
     fn command(&self, dir: &std::path::Path) -> Command {
-        let mut command = Command::new(toolbroker_bin());
+        let mut command = match self.open_files {
+            None => Command::new(toolbroker_bin()),
+            // The shell sets the limit and becomes the broker: the child is the broker.
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+                    .arg(toolbroker_bin());
+                shell
+            }
+        };
         let text = match &self.source {
             Source::Data(config) => Some(config.text()),
             Source::Text(text) => Some(text.clone()),

@@ -8,6 +8,7 @@
 //! `Debug` never shows its text), so a `Debug` print of a config never shows them.
 
 mod capacity;
+mod connections;
 mod durations;
 mod face;
 mod isolation;
@@ -22,6 +23,10 @@ mod transport;
 mod transport_spec;
 mod validate;
 
+pub use connections::{
+    ConnectionLimits, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_CONNECTIONS,
+};
 pub use durations::MAX_DURATION;
 pub use face::{
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_SESSIONS_PER_CALLER, MAX_MCP_SESSIONS, McpFace,

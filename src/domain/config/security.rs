@@ -1,6 +1,6 @@
 //! The protective sections of the config: `auth` (bearer tokens, client certificates), `tls`
-//! (the listener's certificate) and `limits` (message and result sizes). Pure: token files are
-//! named here and read by the caller.
+//! (the listener's certificate) and `limits` (message and result sizes; connections in
+//! `connections`). Pure: token files are named here and read by the caller.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, JwtSpec, Rate,
-    path, validate::Checker,
+    connections::ConnectionLimits, path, validate::Checker,
 };
 
 /// Who may call the broker. With no tokens, no JWT issuer and no client CA, anyone may.
@@ -101,6 +101,8 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// Calls per caller, over all tools; `None` = unlimited.
     pub caller_rate: Option<Rate>,
+    /// Connections, streams and the time to a request head (`limits.max_connections`, ...).
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Limits {
@@ -110,6 +112,7 @@ impl Default for Limits {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             caller_rate: None,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -148,6 +151,9 @@ struct RawLimits {
     max_response_bytes: Option<Value>,
     max_result_bytes: Option<Value>,
     caller_rate: Option<Value>,
+    max_connections: Option<u64>,
+    max_concurrent_streams: Option<u64>,
+    header_timeout: Option<Value>,
 }
 
 impl Checker<'_, '_> {
@@ -247,6 +253,11 @@ impl Checker<'_, '_> {
                 "limits.max_result_bytes",
             ),
             caller_rate: self.rate(raw.caller_rate, "limits.caller_rate"),
+            connections: self.connection_limits(
+                raw.max_connections,
+                raw.max_concurrent_streams,
+                raw.header_timeout,
+            ),
         }
     }
 

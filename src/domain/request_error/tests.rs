@@ -84,6 +84,12 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "invalid_arguments",
         ),
         (
+            RequestError::FirstMessageLate(Duration::from_secs(10)),
+            DeadlineExceeded,
+            Debug,
+            "first_message_late",
+        ),
+        (
             RequestError::RequestTooLarge,
             ResourceExhausted,
             Debug,
@@ -232,6 +238,10 @@ fn every_error_has_its_contract_code_level_and_label() {
 #[test]
 fn messages_name_what_is_at_fault_and_what_to_do() {
     let cases = [
+        (
+            RequestError::FirstMessageLate(Duration::from_secs(10)),
+            "the request's first message did not come within 10s (limits.header_timeout)",
+        ),
         (
             RequestError::Timeout {
                 server: server(),

@@ -3,6 +3,7 @@
 
 mod bounds;
 mod callers;
+mod connections;
 mod errors;
 mod oauth;
 mod rates;

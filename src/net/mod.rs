@@ -1,0 +1,14 @@
+//! Client connections before any HTTP server sees them: one budget of open connections across
+//! the gRPC port, the Unix socket and the MCP face (`limits.max_connections`), the open-file
+//! limit that budget needs, and the deadline on an HTTP/2 connection's first request head
+//! (`limits.header_timeout`). What a stranger can hold before anyone knows who it is.
+
+pub mod budget;
+pub mod guarded;
+mod h2_head;
+pub mod listen;
+pub mod open_files;
+
+pub use budget::{ConnectionBudget, ListenerKind};
+pub use guarded::Guarded;
+pub use listen::Admitted;
