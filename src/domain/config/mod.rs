@@ -26,7 +26,7 @@ pub use isolation::{
 };
 pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
-pub use rates::{Audit, AuditSink, Per, Rate};
+pub use rates::{Audit, AuditSink, OnFailure, Per, Rate};
 pub use security::{Auth, Limits, TlsFiles, TokenSource, TokenSpec};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
