@@ -8,6 +8,7 @@ mod broker;
 mod calls;
 pub mod certs;
 pub mod config;
+pub mod face;
 pub mod issuer;
 mod logs;
 pub mod oauth_server;
