@@ -468,3 +468,35 @@ async fn a_tool_name_is_cut_to_256_bytes_in_its_line() {
         assert_eq!(line["tool"], format!("a{}", "é".repeat(127)), "{line}");
     }
 }
+
+#[tokio::test]
+async fn on_failure_applies_at_once_on_reload() {
+    let (broker, _) = broker(json!({"file": "/dev/full", "on_failure": "drop"})).await;
+    broker
+        .call_as(ALICE, &[], "demo_echo", &echo("dropped"))
+        .await
+        .unwrap();
+
+    let reload = |on_failure: &str| {
+        let path = broker.config_path();
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .expect("the harness writes its config as JSON");
+        config["audit"]["on_failure"] = json!(on_failure);
+        broker.rewrite_config(&config.to_string());
+    };
+    reload("refuse");
+    let reloaded = |line: &Value| line["message"] == "config reloaded";
+    broker.wait_for_logs("the first reload", 1, reloaded).await;
+    for message in ["ran", "refused"] {
+        let refused = broker
+            .call_as(ALICE, &[], "demo_echo", &echo(message))
+            .await;
+        assert_eq!(refused.unwrap_err().code(), Code::Unavailable);
+    }
+    reload("drop");
+    broker.wait_for_logs("the second reload", 2, reloaded).await;
+    broker
+        .call_as(ALICE, &[], "demo_echo", &echo("again"))
+        .await
+        .unwrap();
+}
