@@ -79,12 +79,16 @@ impl Queue {
     }
 
     /// Moves the waiting lines into `into` (empty: its buffer is reused for the queue) and
-    /// returns the group their callers wait on; later lines go in a new group.
-    pub fn take(&mut self, into: &mut Vec<Queued>) -> Arc<Group> {
+    /// returns the group their callers wait on; later lines go in a new group. `None` when no
+    /// line waits.
+    pub fn take(&mut self, into: &mut Vec<Queued>) -> Option<Arc<Group>> {
         debug_assert!(into.is_empty());
+        if self.entries.is_empty() {
+            return None;
+        }
         std::mem::swap(&mut self.entries, into);
         self.refused = 0;
-        std::mem::take(&mut self.group)
+        Some(std::mem::take(&mut self.group))
     }
 }
 
@@ -165,7 +169,7 @@ mod tests {
 
         // A write takes them all: both budgets are whole again.
         let mut taken = Vec::new();
-        let _group = queue.take(&mut taken);
+        let _group = queue.take(&mut taken).unwrap();
         assert_eq!(taken.len(), REFUSED + ADMITTED);
         assert!(queue.is_empty());
         assert!(queue.push(line(Kind::Refused)).is_some());
@@ -178,7 +182,8 @@ mod tests {
         let receipts: Vec<Receipt> = (0..3)
             .map(|_| queue.push(line(Kind::Admitted)).unwrap())
             .collect();
-        let group = queue.take(&mut Vec::new());
+        let group = queue.take(&mut Vec::new()).unwrap();
+        assert!(queue.take(&mut Vec::new()).is_none(), "nothing waits");
         let waiting = tokio::spawn(async move {
             let mut written = Vec::new();
             for receipt in receipts {

@@ -1,8 +1,10 @@
-//! The audit log's writer: a thread of its own that takes every line queued since its last
-//! write and appends them in one `write(2)` (group commit), then tells their callers which of
-//! them reached the file. A write that fails keeps, with `audit.on_failure: refuse`, the
-//! lines it did not write (marked `UNAVAILABLE`: what their callers got) and writes them
-//! again every [`RETRY`] until a write succeeds; with `drop`, it drops them.
+//! The audit log's writer: takes every line queued since the last write and appends them in
+//! one `write(2)` (group commit), then tells their callers which of them reached the file. A
+//! call whose line finds nobody writing writes the group itself, on its own thread (no hand-off
+//! to wait for: at low concurrency a call costs one `write`); lines queued meanwhile go to the
+//! writer's thread, which also retries. A write that fails keeps, with `audit.on_failure:
+//! refuse`, the lines it did not write (marked `UNAVAILABLE`: what their callers got) and
+//! writes them again every [`RETRY`] until a write succeeds; with `drop`, it drops them.
 
 use std::{
     fs::File,
@@ -10,13 +12,13 @@ use std::{
     os::{fd::AsFd as _, unix::fs::OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::{Arc, atomic::Ordering},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 
 use super::{
-    Shared,
+    Shared, lock,
     queue::{ADMITTED, Group, Kind, Queued, REFUSED},
 };
 use crate::domain::config::AuditSink;
@@ -24,22 +26,19 @@ use crate::domain::config::AuditSink;
 /// How often a log that cannot be written is tried again.
 pub const RETRY: Duration = Duration::from_millis(100);
 
-/// Writes groups until the log closes.
-pub(super) fn run(shared: &Shared, sink: Sink) {
-    let mut writer = Writer {
-        sink,
-        buffer: Vec::with_capacity(64 * 1024),
-        ends: Vec::new(),
-        taken: Vec::with_capacity(64),
-        retained: Vec::new(),
-        torn: false,
-    };
+/// A write at least this slow hands every write to the writer's thread for [`SLOW_FOR`]: a
+/// slow disk must not hold the runtime's threads.
+const SLOW: Duration = Duration::from_millis(1);
+/// How long writes stay with the writer's thread after a slow one.
+pub const SLOW_FOR: Duration = Duration::from_secs(10);
+
+/// The writer's thread: writes what is queued whenever a call did not, retries a failed
+/// write, and writes the rest at shutdown.
+pub(super) fn run(shared: &Shared) {
     loop {
-        let (group, closing) = shared.next_group(&mut writer.taken, !writer.retained.is_empty());
-        if shared.reopen.swap(false, Ordering::Relaxed) {
-            writer.reopen();
-        }
-        writer.write(shared, &group);
+        let closing = shared.wait_for_work();
+        let mut writer = lock(&shared.writer);
+        writer.write_queued(shared);
         if closing {
             let kept = std::mem::take(&mut writer.retained);
             for kind in [Kind::Admitted, Kind::Refused] {
@@ -51,7 +50,8 @@ pub(super) fn run(shared: &Shared, sink: Sink) {
     }
 }
 
-struct Writer {
+/// The file and what writing it needs; whoever holds it writes.
+pub(super) struct Writer {
     sink: Sink,
     /// The lines of one write.
     buffer: Vec<u8>,
@@ -66,8 +66,35 @@ struct Writer {
 }
 
 impl Writer {
-    /// Writes what was retained and the group taken, in one write.
-    fn write(&mut self, shared: &Shared, group: &Group) {
+    /// A writer of `sink`.
+    pub(super) fn new(sink: Sink) -> Self {
+        Self {
+            sink,
+            buffer: Vec::with_capacity(64 * 1024),
+            ends: Vec::new(),
+            taken: Vec::with_capacity(64),
+            retained: Vec::new(),
+            torn: false,
+        }
+    }
+
+    /// Writes what was retained and what is queued now, in one write.
+    pub(super) fn write_queued(&mut self, shared: &Shared) {
+        let group = shared.take(&mut self.taken);
+        if shared.reopen.swap(false, Ordering::Relaxed) {
+            self.reopen();
+        }
+        let started = Instant::now();
+        self.write(shared, group.as_deref());
+        if started.elapsed() >= SLOW {
+            shared.slow_write();
+        }
+        let retrying = !self.retained.is_empty();
+        shared.retrying.store(retrying, Ordering::Relaxed);
+    }
+
+    /// Writes what was retained and the group taken (if any), in one write.
+    fn write(&mut self, shared: &Shared, group: Option<&Group>) {
         self.buffer.clear();
         self.ends.clear();
         if self.torn {
@@ -78,7 +105,6 @@ impl Writer {
             self.ends.push(self.buffer.len());
         }
         if self.ends.is_empty() {
-            group.finish(0);
             return;
         }
         let (written, error) = self.sink.write(&self.buffer);
@@ -96,7 +122,9 @@ impl Writer {
             Some(error) => self.failed(shared, lines, &error),
         }
         self.taken.clear();
-        group.finish(lines.saturating_sub(retried));
+        if let Some(group) = group {
+            group.finish(lines.saturating_sub(retried));
+        }
     }
 
     /// After a write that wrote only the first `lines` of its lines.
