@@ -1,10 +1,9 @@
 //! The audit log's promise over a real broker: a call's line is in the file when its answer
 //! comes (gRPC CallTool and CallToolStream, the MCP face, refusals too), so a SIGKILL loses no
 //! line of an answered call; a log that cannot be written refuses calls (UNAVAILABLE, before
-//! they run) until it can be written again; refused requests cost one line each, however
-//! many calls they hold, and never crowd out an admitted call's line; tool names are cut at
-//! 256 bytes.
+//! they run) until it can be written again; `on_failure` applies at once on reload.
 
+mod audit_support;
 mod common;
 
 use std::{
@@ -17,99 +16,12 @@ use std::{
     time::Duration,
 };
 
-use common::{Broker, demo, servers::free_port};
+use audit_support::{
+    ALICE, borrowed, broker, echo, face_session, lines_now, metric, post, tools_call,
+};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 use tonic::Code;
-
-const ALICE: Option<&str> = Some("alice-token");
-
-/// A broker with the demo server (`demo_*`), alice's token, the MCP face and metrics, writing
-/// its audit log as `audit` says; and the face's URL.
-async fn broker(audit: Value) -> (Broker, String) {
-    toolbroker::upstream::install_tls_provider();
-    let port = free_port();
-    let broker = Broker::builder()
-        .server(demo("demo").prefix("demo_"))
-        .top(
-            "auth",
-            json!({"tokens": [{"name": "alice", "value_env": "ALICE"}]}),
-        )
-        .top("audit", audit)
-        .top("metrics_listen", "127.0.0.1:0")
-        .top("mcp_listen", format!("127.0.0.1:{port}"))
-        .env("ALICE", "alice-token")
-        .start()
-        .await;
-    broker.wait_ready().await;
-    (broker, format!("http://127.0.0.1:{port}/mcp"))
-}
-
-/// The audit file's lines now: no waiting.
-fn lines_now(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
-}
-
-fn echo(message: &str) -> String {
-    json!({ "message": message }).to_string()
-}
-
-/// One JSON-RPC POST to the face: the HTTP status and the JSON-RPC answer.
-async fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> (u16, Option<Value>) {
-    let (status, answer, _) = common::face::post(url, headers, body.clone()).await;
-    (status, answer)
-}
-
-/// A face session of alice's: the headers its requests carry.
-async fn face_session(url: &str) -> Vec<(&'static str, String)> {
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "audit-test", "version": "1"},
-    }});
-    let token = ("authorization", "Bearer alice-token");
-    let (_, _, headers) = common::face::post(url, &[token], initialize).await;
-    let headers = vec![
-        (token.0, token.1.to_owned()),
-        (
-            "mcp-session-id",
-            headers["mcp-session-id"].to_str().unwrap().to_owned(),
-        ),
-        ("mcp-protocol-version", "2025-11-25".to_owned()),
-    ];
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(post(url, &borrowed(&headers), &initialized).await.0, 202);
-    headers
-}
-
-fn borrowed<'a>(headers: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
-    headers.iter().map(|(n, v)| (*n, v.as_str())).collect()
-}
-
-fn tools_call(id: u64, tool: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": tool, "arguments": arguments}})
-}
-
-/// The sum of the samples of `name` whose labels hold every one of `labels`.
-async fn metric(broker: &Broker, name: &str, labels: &[&str]) -> f64 {
-    let text = reqwest::get(broker.metrics_url().await)
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|line| {
-            line.starts_with(&format!("{name} ")) || line.starts_with(&format!("{name}{{"))
-        })
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
 
 #[tokio::test]
 async fn a_calls_line_is_in_the_file_when_its_answer_comes() {
@@ -361,112 +273,6 @@ async fn the_broker_serves_again_once_the_log_can_be_written() {
         codes,
         [json!(["refused", "OK", false]), json!(["ran", "OK", true])]
     );
-}
-
-#[tokio::test]
-async fn a_refused_batch_is_one_line_and_a_flood_of_refusals_costs_no_admitted_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("audit.jsonl");
-    let (broker, url) = broker(json!({"file": file, "arguments": true})).await;
-    let batch: Vec<Value> = (0..1000)
-        .map(|i| tools_call(i, "demo_echo", json!({"message": format!("batch-{i}")})))
-        .collect();
-    let batch = Value::Array(batch);
-
-    // No token, a thousand calls in one body: one line, with their count.
-    assert_eq!(post(&url, &[], &batch).await.0, 401);
-    let lines = lines_now(&file);
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert_eq!(
-        (&lines[0]["count"], &lines[0]["code"], &lines[0]["caller"]),
-        (&json!(1000), &json!("UNAUTHENTICATED"), &Value::Null)
-    );
-    assert_eq!(lines[0]["arguments"]["message"], "batch-0");
-
-    // Strangers flood the face with the largest such bodies while alice calls: each of her
-    // calls has its line, and each refused request has one.
-    let flood_calls: Vec<Value> = (0..9000)
-        .map(|i| {
-            json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                        "params": {"name": "demo_echo"}})
-        })
-        .collect();
-    let flood_body = bytes::Bytes::from(serde_json::to_vec(&flood_calls).unwrap());
-    assert!(
-        flood_body.len() < 1024 * 1024,
-        "read whole for its audit line"
-    );
-    let flooding = AtomicBool::new(true);
-    let requests = AtomicUsize::new(0);
-    let http = reqwest::Client::new();
-    let flood = || {
-        let (flooding, requests, url) = (&flooding, &requests, &url);
-        let (http, body) = (&http, flood_body.clone());
-        async move {
-            while flooding.load(Ordering::Relaxed) {
-                let refused = http
-                    .post(url)
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(refused.status(), 401);
-                requests.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    };
-    let alice = async {
-        let mut sent = Vec::new();
-        for i in 0..20 {
-            let message = format!("alice-{i}");
-            broker
-                .call_as(ALICE, &[], "demo_echo", &echo(&message))
-                .await
-                .expect("alice's call is answered");
-            sent.push(message);
-        }
-        flooding.store(false, Ordering::Relaxed);
-        sent
-    };
-    let (sent, ..) = tokio::join!(alice, flood(), flood());
-    let lines = lines_now(&file);
-    let written: HashSet<&str> = lines
-        .iter()
-        .filter(|line| line["caller"] == "alice")
-        .filter_map(|line| line["arguments"]["message"].as_str())
-        .collect();
-    let missing: Vec<&String> = sent
-        .iter()
-        .filter(|m| !written.contains(m.as_str()))
-        .collect();
-    assert!(missing.is_empty(), "alice's calls not audited: {missing:?}");
-    let flooded: Vec<&Value> = lines[1..]
-        .iter()
-        .filter(|line| line["caller"].is_null())
-        .collect();
-    assert_eq!(flooded.len(), requests.load(Ordering::Relaxed));
-    assert!(flooded.iter().all(|line| line["count"] == 9000));
-}
-
-#[tokio::test]
-async fn a_tool_name_is_cut_to_256_bytes_in_its_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("audit.jsonl");
-    let (broker, url) = broker(json!({"file": file})).await;
-    // 10,000 bytes, with two-byte characters where the cut falls: between two of them.
-    let long = format!("a{}{}", "é".repeat(200), "x".repeat(9599));
-    assert_eq!(long.len(), 10_000);
-    let unknown = broker.call_as(ALICE, &[], &long, "{}").await.unwrap_err();
-    assert_eq!(unknown.code(), Code::NotFound);
-    let call = tools_call(1, &long, json!({}));
-    assert_eq!(post(&url, &[], &call).await.0, 401);
-    let lines = lines_now(&file);
-    assert_eq!(lines.len(), 2);
-    for line in &lines {
-        assert_eq!(line["tool"], format!("a{}", "é".repeat(127)), "{line}");
-    }
 }
 
 #[tokio::test]
