@@ -156,7 +156,15 @@ fn describe() {
     );
     metrics::describe_counter!(
         "toolbroker_audit_dropped_total",
-        "Audit lines dropped because the audit log could not keep up"
+        "Audit lines of calls that were let through, not written (a full queue, a failed write)"
+    );
+    metrics::describe_counter!(
+        "toolbroker_audit_refusals_dropped_total",
+        "Audit lines of refused calls not written (over their budget, or the log cannot be written)"
+    );
+    metrics::describe_counter!(
+        "toolbroker_audit_refused_calls_total",
+        "Calls refused UNAVAILABLE before they ran because the audit log cannot be written"
     );
     metrics::describe_gauge!("toolbroker_watch_subscribers", "Open Watch streams");
     metrics::describe_gauge!("toolbroker_catalog_revision", "The catalog's revision");

@@ -307,11 +307,11 @@ fn sample(text: &str, name: &str) -> Option<f64> {
 }
 
 #[tokio::test]
-async fn a_failing_audit_disk_never_blocks_a_call_and_drops_are_counted_and_warned() {
+async fn with_on_failure_drop_a_failing_audit_disk_never_fails_a_call_and_drops_are_counted() {
     // Every write to /dev/full fails (ENOSPC): the worst disk there is.
     let broker = Broker::builder()
         .server(demo("demo").prefix("demo_"))
-        .top("audit", json!({"file": "/dev/full"}))
+        .top("audit", json!({"file": "/dev/full", "on_failure": "drop"}))
         .top("limits", json!({"caller_rate": "1000/s"}))
         .top("metrics_listen", "127.0.0.1:0")
         .start()

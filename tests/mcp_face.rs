@@ -16,7 +16,9 @@ use std::{
 };
 
 use common::{
-    Broker, STARTUP, WAIT, demo, everything, interactive,
+    Broker, STARTUP, WAIT, demo, everything,
+    face::post,
+    interactive,
     issuer::{self, Key},
     servers::free_port,
 };
@@ -525,26 +527,6 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
     assert_eq!(count(""), Some(1.0), "{metrics}");
     assert_eq!(count("rate_limited"), Some(1.0), "{metrics}");
     assert_eq!(count("permission_denied"), Some(1.0), "{metrics}");
-}
-
-/// One JSON-RPC request to the face; the HTTP status and the answer (from JSON or SSE).
-async fn post(
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Value,
-) -> (u16, Option<Value>, reqwest::header::HeaderMap) {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.body(body.to_string()).send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.unwrap();
-    (status, common::jsonrpc_answer(&text), headers)
 }
 
 fn initialize(version: &str) -> Value {

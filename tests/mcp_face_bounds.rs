@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{Broker, demo};
-use reqwest::header::HeaderMap;
+use common::{Broker, demo, face::send};
 use serde_json::{Value, json};
 
 /// A broker serving the demo server (prefix `d_`) on a face bound to `host` port 0, with `extra`
@@ -30,31 +29,6 @@ async fn face(
     let addr: std::net::SocketAddr = line["addr"].as_str().unwrap().parse().unwrap();
     let url = format!("http://127.0.0.1:{}/mcp", addr.port());
     (broker, url)
-}
-
-/// One request to the face: its status, its JSON-RPC answer (from JSON or SSE) and headers.
-async fn send(
-    method: reqwest::Method,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<Value>,
-) -> (u16, Option<Value>, HeaderMap) {
-    let mut request = reqwest::Client::new()
-        .request(method, url)
-        .header("accept", "application/json, text/event-stream");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    if let Some(body) = body {
-        request = request
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.unwrap_or_default();
-    (status, common::jsonrpc_answer(&text), headers)
 }
 
 fn initialize() -> Value {

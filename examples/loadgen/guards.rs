@@ -1,6 +1,8 @@
-//! CallTool `echo` at concurrency 16 with the audit log and call rates off, then on: what each
-//! costs, as medians of interleaved rounds. The rates are set far above the load (every call is let through), so the run
-//! measures the checks, not refusals; the audit log writes to a file in a temporary directory.
+//! CallTool `echo` with the audit log and call rates off, then on: what each costs, as medians
+//! of interleaved rounds, at concurrency 16 (or each level `--concurrency` gives). The rates
+//! are set far above the load (every call is let through), so the run measures the checks,
+//! not refusals; the audit log writes to a file in a temporary directory, each call waiting
+//! for the write that holds its line (group commit). `--audit-only` leaves the rates out.
 
 use crate::{
     Plan,
@@ -13,18 +15,25 @@ use crate::{
 const RATES: &str =
     "    rate: 1000000/s\n    caller_rate: 1000000/s\nlimits: { caller_rate: 1000000/s }\n";
 
-/// Runs the four configs in turn, several rounds, and prints each one's median run and its
-/// throughput and CPU per call against off (medians: one run on a shared machine is noisy).
-pub async fn run(plan: Plan) -> anyhow::Result<()> {
+/// Runs the configs in turn at each of `levels`, several rounds, and prints each one's median
+/// run and its throughput and CPU per call against off (medians: one run on a shared machine
+/// is noisy); `audit_only`: off and audit alone.
+pub async fn run(plan: Plan, levels: &[usize], audit_only: bool) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let audit = format!("audit: {{ file: {:?} }}\n", dir.path().join("audit.jsonl"));
-    let configs = [
-        ("off", String::new()),
-        ("audit", audit.clone()),
-        ("rates", RATES.to_owned()),
-        ("audit+rates", format!("{RATES}{audit}")),
-    ];
-    let concurrency = 16;
+    let mut configs = vec![("off", String::new()), ("audit", audit.clone())];
+    if !audit_only {
+        configs.push(("rates", RATES.to_owned()));
+        configs.push(("audit+rates", format!("{RATES}{audit}")));
+    }
+    for &concurrency in levels {
+        run_at(plan, concurrency, &configs).await?;
+    }
+    Ok(())
+}
+
+/// One level of concurrency of [`run`].
+async fn run_at(plan: Plan, concurrency: usize, configs: &[(&str, String)]) -> anyhow::Result<()> {
     let rounds = if plan.quick { 1 } else { 5 };
     println!(
         "\n## CallTool echo c={concurrency}: audit log and call rates off vs on \

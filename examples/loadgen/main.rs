@@ -20,7 +20,8 @@
 //! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
 //!   against shared, and the broker's memory per open session;
 //! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
-//!   (medians of interleaved rounds);
+//!   (medians of interleaved rounds); `--concurrency 1,64` sets the levels, `--audit-only`
+//!   leaves the rates out;
 //! - `stream`: CallToolStream against CallTool, `echo` with no events, at concurrency 1 and 16
 //!   (medians of interleaved rounds);
 //! - `face`: MCP `tools/call echo` direct over stdio, through gRPC CallTool and through the
@@ -121,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
     ];
     if !known.contains(&scenario) {
         eprintln!(
-            "usage: loadgen {} [--seconds N] [--quick] [--mcp-proxy BIN] [--server demo|fast] [--concurrency N,N]",
+            "usage: loadgen {} [--seconds N] [--quick] [--mcp-proxy BIN] [--server demo|fast] [--concurrency N,N] [--audit-only]",
             known.join("|")
         );
         std::process::exit(2);
@@ -132,13 +133,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "calls" {
         let server = flag(&args, "--server").map(String::as_str);
-        let levels = match flag(&args, "--concurrency") {
-            Some(list) => list
-                .split(',')
-                .map(str::parse)
-                .collect::<Result<Vec<usize>, _>>()?,
-            None => vec![1, 16, 64],
-        };
+        let levels = levels(&args, &[1, 16, 64])?;
         calls_vs_direct(plan, server, &levels).await?;
     }
     if all || scenario == "list" {
@@ -157,7 +152,8 @@ async fn main() -> anyhow::Result<()> {
         per_caller::run(plan).await?;
     }
     if all || scenario == "guards" {
-        guards::run(plan).await?;
+        let audit_only = args.iter().any(|a| a == "--audit-only");
+        guards::run(plan, &levels(&args, &[16])?, audit_only).await?;
     }
     if all || scenario == "stream" {
         streaming::run(plan).await?;
@@ -180,6 +176,17 @@ async fn main() -> anyhow::Result<()> {
 
 fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a String> {
     args.iter().skip_while(|a| *a != name).nth(1)
+}
+
+/// The levels of concurrency `--concurrency N,N` names, or `default`.
+fn levels(args: &[String], default: &[usize]) -> anyhow::Result<Vec<usize>> {
+    Ok(match flag(args, "--concurrency") {
+        Some(list) => list
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<Vec<usize>, _>>()?,
+        None => default.to_vec(),
+    })
 }
 
 /// The machine, for the record.

@@ -10,6 +10,10 @@ use serde_json::Value;
 /// Arguments larger than this (serialized) are recorded by their size only.
 pub const MAX_AUDITED_ARGUMENTS: usize = 64 * 1024;
 
+/// Tool names longer than this (in bytes) are cut to it: a name is the caller's to choose,
+/// even a caller the gate refused.
+pub const MAX_AUDITED_TOOL: usize = 256;
+
 /// What one tool call left in the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditEntry {
@@ -33,6 +37,11 @@ pub struct AuditEntry {
     /// The arguments, with `audit.arguments: true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// How many calls the line stands for, when more than one: the `tools/call`s of one
+    /// refused request (a JSON-RPC batch), of which `tool`, `trace_id` and `arguments` are the
+    /// first's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 impl AuditEntry {
@@ -57,6 +66,15 @@ pub fn audited_arguments(arguments: Value) -> Value {
     } else {
         arguments
     }
+}
+
+/// `tool` as recorded: cut to at most [`MAX_AUDITED_TOOL`] bytes, on a character boundary.
+pub fn audited_tool(mut tool: String) -> String {
+    if tool.len() > MAX_AUDITED_TOOL {
+        let end = tool.floor_char_boundary(MAX_AUDITED_TOOL);
+        tool.truncate(end);
+    }
+    tool
 }
 
 /// `at` as RFC 3339 with milliseconds, UTC.
@@ -85,6 +103,7 @@ mod tests {
             duration_ms: milliseconds(Duration::from_micros(1_234_567)),
             trace_id: None,
             arguments: None,
+            count: None,
         };
         let line: Value = serde_json::from_str(&entry.to_line()).unwrap();
         assert_eq!(
@@ -102,5 +121,30 @@ mod tests {
         assert!(with.to_line().contains(r#""arguments":{"path":"/a"}"#));
         let big = audited_arguments(serde_json::json!({"blob": "x".repeat(70_000)}));
         assert_eq!(big, serde_json::json!({"omitted_bytes": 70_011}));
+        let batch = AuditEntry {
+            count: Some(1000),
+            ..with
+        };
+        assert!(batch.to_line().ends_with(r#","count":1000}"#));
+    }
+
+    #[test]
+    fn tool_names_are_cut_at_256_bytes_on_a_character_boundary() {
+        let cases = [
+            ("fs_read".to_owned(), "fs_read".to_owned()),
+            ("a".repeat(256), "a".repeat(256)),
+            ("a".repeat(10_000), "a".repeat(256)),
+            // 'é' is two bytes: byte 256 falls inside the 128th, which is left out whole.
+            (
+                format!("x{}", "é".repeat(200)),
+                format!("x{}", "é".repeat(127)),
+            ),
+            ("€".repeat(100), "€".repeat(85)),
+        ];
+        for (tool, want) in cases {
+            let cut = audited_tool(tool);
+            assert_eq!(cut, want);
+            assert!(cut.len() <= MAX_AUDITED_TOOL);
+        }
     }
 }

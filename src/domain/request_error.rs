@@ -177,6 +177,10 @@ pub enum RequestError {
     /// The broker is draining for shutdown.
     #[error("the broker is shutting down; retry on another instance")]
     ShuttingDown,
+    /// The call's audit line cannot be written (`audit.on_failure: refuse`): the call is not
+    /// run, or its result is withheld.
+    #[error("the audit log cannot be written")]
+    AuditUnavailable,
     /// The tool's server has no session.
     #[error("server {server:?} is not ready ({}): {message}", .state.as_str())]
     NotReady {
@@ -539,6 +543,8 @@ impl RequestError {
                 (ResourceExhausted, Debug, "response_too_large")
             }
             RequestError::ShuttingDown => (Unavailable, Debug, "shutting_down"),
+            // Debug: the audit log warns once when it fails, not once per call.
+            RequestError::AuditUnavailable => (Unavailable, Debug, "audit_unavailable"),
             RequestError::NotReady { .. } => (Unavailable, Warn, "not_ready"),
             RequestError::SessionLost { .. } => (Unavailable, Warn, "session_lost"),
             RequestError::Timeout { .. } => (DeadlineExceeded, Warn, "timeout"),
@@ -575,6 +581,23 @@ impl RequestError {
             },
         };
         Class { code, level, label }
+    }
+
+    /// Whether the call was refused before it could reach a server: by the gate, the
+    /// caller's grants, a rate, or its own name, arguments or size, or at shutdown. The audit
+    /// log gives the lines of such calls a budget of their own.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            RequestError::Unauthenticated(_)
+                | RequestError::PermissionDenied { .. }
+                | RequestError::UnknownTool { .. }
+                | RequestError::InvalidArguments(_)
+                | RequestError::RateLimited { .. }
+                | RequestError::RequestTooLarge
+                | RequestError::ShuttingDown
+                | RequestError::AuditUnavailable
+        )
     }
 }
 

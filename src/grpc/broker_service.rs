@@ -117,7 +117,8 @@ impl BrokerService {
             .check(convert::call_response(&called.server, called.result)?)
     }
 
-    /// Checks a call (shutdown, the gate's verdict, the caller's grants) and decodes it.
+    /// Checks a call (shutdown, the gate's verdict, the caller's grants, an audit log that can
+    /// be written) and decodes it.
     pub(super) fn prepare(
         &self,
         metadata: MetadataMap,
@@ -141,6 +142,9 @@ impl BrokerService {
                 caller: caller.key.id,
                 tool: request.name,
             });
+        }
+        if let Some(audit) = &self.audit {
+            audit.admit()?;
         }
         let arguments = RawArguments {
             structured: request.arguments.map(convert::struct_to_json).transpose()?,

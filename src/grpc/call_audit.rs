@@ -1,5 +1,8 @@
-//! The audit line of a call (CallTool or CallToolStream): drafted before it runs, written with
-//! its outcome before the answer is sent, or as `CANCELLED` when the caller went away.
+//! The audit line of a call (CallTool, CallToolStream, the MCP face's `tools/call`): drafted
+//! before it runs, written with its outcome before the answer is sent (the answer waits for
+//! the write), or as `CANCELLED` when the caller went away. A call that ran and whose line
+//! cannot be written is answered UNAVAILABLE instead (`audit.on_failure: refuse`); a refusal
+//! stays a refusal.
 
 use std::time::{Instant, SystemTime};
 
@@ -7,11 +10,11 @@ use tonic::{Extensions, metadata::MetadataMap};
 
 use super::{authenticate::Refused, convert, status::to_status};
 use crate::{
-    audit::AuditLog,
+    audit::{AuditLog, Kind, Receipt},
     auth::Caller,
     broker::Broker,
     domain::{
-        audit::{AuditEntry, audited_arguments, milliseconds, timestamp},
+        audit::{AuditEntry, audited_arguments, audited_tool, milliseconds, timestamp},
         request_error::RequestError,
     },
     proto,
@@ -25,6 +28,7 @@ pub struct Draft {
     tool: String,
     trace_id: Option<String>,
     arguments: Option<serde_json::Value>,
+    count: Option<u64>,
 }
 
 impl Draft {
@@ -71,31 +75,49 @@ impl Draft {
             tool,
             trace_id,
             arguments: arguments.map(audited_arguments),
+            count: None,
         }
     }
 
+    /// The line stands for `count` calls: the `tools/call`s of one refused request.
+    pub fn times(mut self, count: usize) -> Self {
+        self.count = (count > 1).then(|| u64::try_from(count).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The line with the call's outcome, and the budget it takes: a call refused before it
+    /// could run (at the gate, or by the checks after it) takes the refusals'.
     fn finish(
         self,
         result: Option<Result<Answered<'_>, &RequestError>>,
         owner: impl FnOnce(&str) -> Option<String>,
-    ) -> AuditEntry {
+    ) -> (AuditEntry, Kind) {
+        let refused =
+            self.caller.is_none() || matches!(result, Some(Err(error)) if error.is_refusal());
+        let kind = if refused {
+            Kind::Refused
+        } else {
+            Kind::Admitted
+        };
         let (code, is_error, server) = match result {
             Some(Ok(answered)) => ("OK", answered.is_error, Some(answered.server.to_owned())),
             Some(Err(error)) => (code_name(error), false, owner(&self.tool)),
             // The caller went away (cancelled, or its deadline passed) before the answer.
             None => ("CANCELLED", false, owner(&self.tool)),
         };
-        AuditEntry {
+        let entry = AuditEntry {
             ts: timestamp(self.ts),
             caller: self.caller,
-            tool: self.tool,
+            tool: audited_tool(self.tool),
             server,
             code,
             is_error,
             duration_ms: milliseconds(self.started.elapsed()),
             trace_id: self.trace_id,
             arguments: self.arguments,
-        }
+            count: self.count,
+        };
+        (entry, kind)
     }
 }
 
@@ -119,19 +141,60 @@ pub struct Pending<'a> {
 }
 
 impl Pending<'_> {
-    /// Writes the line with the call's outcome.
-    pub fn finish(self, result: &Result<proto::CallToolResponse, RequestError>) {
-        self.finish_with(result.as_ref().map(|response| Answered {
+    /// Writes the line of a call's outcome and waits for the write: the answer to send.
+    pub async fn finish(
+        self,
+        result: Result<proto::CallToolResponse, RequestError>,
+    ) -> Result<proto::CallToolResponse, RequestError> {
+        let answered = result.as_ref().map(|response| Answered {
             is_error: response.is_error,
             server: &response.server,
-        }));
+        });
+        self.commit(answered).settle(result).await
     }
 
-    /// Writes the line with the call's outcome, however it is answered.
-    pub fn finish_with(mut self, result: Result<Answered<'_>, &RequestError>) {
-        if let Some(draft) = self.draft.take() {
-            self.audit
-                .record(draft.finish(Some(result), |tool| self.broker.owner(tool)));
+    /// Queues the line with the call's outcome, however it is answered; the answer waits
+    /// for [`Commit::settle`]. A call refused because the log cannot be written has no line.
+    pub fn commit(mut self, result: Result<Answered<'_>, &RequestError>) -> Commit {
+        let unaudited = Commit {
+            receipt: None,
+            refuse: false,
+        };
+        let Some(draft) = self.draft.take() else {
+            return unaudited;
+        };
+        if let Err(RequestError::AuditUnavailable) = result {
+            return unaudited;
+        }
+        let (entry, kind) = draft.finish(Some(result), |tool| self.broker.owner(tool));
+        Commit {
+            refuse: kind == Kind::Admitted && self.audit.refuses(),
+            receipt: self.audit.commit(entry, kind),
+        }
+    }
+}
+
+/// A line queued for the audit log, to wait on before the call is answered.
+#[must_use = "the answer waits for its audit line"]
+pub struct Commit {
+    /// `None`: not queued (dropped), or nothing to write.
+    receipt: Option<Receipt>,
+    /// A call that ran: refused if its line is not written (`audit.on_failure: refuse`).
+    refuse: bool,
+}
+
+impl Commit {
+    /// Waits for the line's write: `result` as it is, or UNAVAILABLE when the line of a call
+    /// that ran could not be written and `audit.on_failure` is `refuse`.
+    pub async fn settle<T>(self, result: Result<T, RequestError>) -> Result<T, RequestError> {
+        let written = match self.receipt {
+            Some(receipt) => receipt.written().await,
+            None => false,
+        };
+        if written || !self.refuse {
+            result
+        } else {
+            Err(RequestError::AuditUnavailable)
         }
     }
 }
@@ -139,8 +202,8 @@ impl Pending<'_> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if let Some(draft) = self.draft.take() {
-            self.audit
-                .record(draft.finish(None, |tool| self.broker.owner(tool)));
+            let (entry, kind) = draft.finish(None, |tool| self.broker.owner(tool));
+            self.audit.record(entry, kind);
         }
     }
 }

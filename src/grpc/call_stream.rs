@@ -97,12 +97,13 @@ pub async fn open(
             Err(error) => Some(Err(error)),
         };
         // None: the client went away; the audit line says CANCELLED (on drop).
-        let Some(result) = result else {
+        let Some(mut result) = result else {
             observe::record(METHOD, Code::Cancelled, started);
             return;
         };
         if let Some(pending) = pending {
-            pending.finish(&result);
+            // Written before the result is sent.
+            result = pending.finish(result).await;
         }
         let last = match result {
             Ok(response) => Ok(event(Outbound::Result(response))),

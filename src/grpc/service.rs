@@ -66,10 +66,10 @@ impl ToolBroker for Arc<BrokerService> {
             });
             // One await of the call, not one per branch: each would take its own room in
             // this future, which is copied as it is boxed and polled.
-            let result = self.call(request).await;
+            let mut result = self.call(request).await;
             if let Some(pending) = pending {
-                // Before the answer is sent.
-                pending.finish(&result);
+                // Written before the answer is sent.
+                result = pending.finish(result).await;
             }
             result.map(Response::new).map_err(refused)
         })

@@ -1,7 +1,8 @@
 //! Who may use the MCP face: the broker's gate on every request to `/mcp` (401 with
 //! `WWW-Authenticate: Bearer` naming the protected-resource metadata, as the MCP
-//! authorization spec asks, and an audit line for each `tools/call` it refuses), and that
-//! metadata itself (RFC 9728), pointing at the JWT issuer when one is configured.
+//! authorization spec asks, and one audit line for the `tools/call`s of each request it
+//! refuses), and that metadata itself (RFC 9728), pointing at the JWT issuer when one is
+//! configured.
 
 use std::time::Duration;
 
@@ -65,27 +66,32 @@ pub async fn admit(State(access): State<Access>, mut request: Request, next: Nex
     }
 }
 
-/// One audit line for each `tools/call` in a refused POST: no caller, the gate's refusal as its
-/// code, the trace of its `_meta` or else of its `traceparent` header. Timed from when its
-/// body has been read, as a refused `CallTool` is timed from when tonic has decoded it.
+/// One audit line for the `tools/call`s of a refused POST, written before the refusal is sent:
+/// no caller, the gate's refusal as its code, the first call's tool and the trace of its
+/// `_meta` or else of its `traceparent` header, and how many calls there were. Timed from when
+/// its body has been read, as a refused `CallTool` is timed from when tonic has decoded it.
 async fn audit_refused(request: Request, error: &RequestError, log: &AuditLog, broker: &Broker) {
     let headers = TraceHeaders::from_headers(request.headers());
     let Some(body) = refused_body(request.into_body()).await else {
         return;
     };
-    for call in refused_calls::tool_calls(&body) {
-        let trace_id = call
-            .trace_id
-            .or_else(|| headers.trace_id().map(str::to_owned));
-        let arguments = log.with_arguments().then_some(call.arguments);
-        let draft = Draft::of(None, call.tool, trace_id, arguments);
-        let pending = Pending {
-            draft: Some(draft),
-            audit: log,
-            broker,
-        };
-        pending.finish_with(Err(error));
-    }
+    let Some(calls) = refused_calls::tool_calls(&body) else {
+        return;
+    };
+    drop(body);
+    let call = calls.first;
+    let trace_id = call
+        .trace_id
+        .or_else(|| headers.trace_id().map(str::to_owned));
+    let arguments = log.with_arguments().then_some(call.arguments);
+    let draft = Draft::of(None, call.tool, trace_id, arguments).times(calls.count);
+    let pending = Pending {
+        draft: Some(draft),
+        audit: log,
+        broker,
+    };
+    // A refusal stays a refusal, whether its line was written or not.
+    let _ = pending.commit(Err(error)).settle(Ok(())).await;
 }
 
 /// A refused request's body, if it is small enough and arrives in time.

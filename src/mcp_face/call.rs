@@ -97,16 +97,18 @@ impl Face {
             broker: &self.broker,
         });
         let started = Instant::now();
-        let result = self
+        let mut result = self
             .run(&request.name, arguments, &caller, source, incoming)
             .await;
-        record(&result, started);
         if let Some(pending) = pending {
-            pending.finish_with(result.as_ref().map(|called| Answered {
+            let commit = pending.commit(result.as_ref().map(|called| Answered {
                 is_error: called.result.is_error == Some(true),
                 server: called.server.as_str(),
             }));
+            // Written before the answer is sent.
+            result = commit.settle(result).await;
         }
+        record(&result, started);
         match result {
             Ok(called) => Ok(called.result.into()),
             Err(error) => refused_call(error),
@@ -129,6 +131,9 @@ impl Face {
                 caller: caller.key.id.clone(),
                 tool: name.to_owned(),
             });
+        }
+        if let Some(audit) = &self.audit {
+            audit.admit()?;
         }
         let values = FaceCaller::of(caller, source.extensions);
         let arguments = RawArguments {

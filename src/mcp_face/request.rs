@@ -156,7 +156,9 @@ pub fn refused_call(error: RequestError) -> Result<CallToolResponse, ErrorData> 
         RequestError::ServerError { code, message, .. } => {
             Err(ErrorData::new(rmcp::model::ErrorCode(code), message, None))
         }
-        RequestError::ShuttingDown | RequestError::Unauthenticated(_) => {
+        RequestError::ShuttingDown
+        | RequestError::AuditUnavailable
+        | RequestError::Unauthenticated(_) => {
             Err(ErrorData::internal_error(error.to_string(), None))
         }
         other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),

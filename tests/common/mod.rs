@@ -8,6 +8,7 @@ mod broker;
 mod calls;
 pub mod certs;
 pub mod config;
+pub mod face;
 pub mod h2_raw;
 pub mod issuer;
 mod logs;
@@ -40,20 +41,6 @@ pub use {
 pub const STARTUP: Duration = Duration::from_secs(60);
 /// Upper bound for anything else a test waits for.
 pub const WAIT: Duration = Duration::from_secs(20);
-
-/// The JSON-RPC message (one with an `id`) in an MCP face's response body: the body itself
-/// (JSON) or the `data:` of one of its SSE events.
-pub fn jsonrpc_answer(text: &str) -> Option<serde_json::Value> {
-    text.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(str::trim)
-        .chain(std::iter::once(text.trim()))
-        .find_map(|data| {
-            serde_json::from_str::<serde_json::Value>(data)
-                .ok()
-                .filter(|v| v.get("id").is_some())
-        })
-}
 
 /// The toolbroker binary under test.
 pub fn toolbroker_bin() -> &'static str {

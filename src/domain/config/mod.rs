@@ -36,7 +36,7 @@ pub use isolation::{
 };
 pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
-pub use rates::{Audit, AuditSink, MAX_RATE_COUNT, Per, Rate};
+pub use rates::{Audit, AuditSink, MAX_RATE_COUNT, OnFailure, Per, Rate};
 pub use security::{Auth, Limits, MAX_SIZE, TlsFiles, TokenSource, TokenSpec};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,

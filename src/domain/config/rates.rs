@@ -105,6 +105,19 @@ pub struct Audit {
     pub sink: AuditSink,
     /// Whether a line holds the call's arguments.
     pub arguments: bool,
+    /// What a call gets when its line cannot be written.
+    pub on_failure: OnFailure,
+}
+
+/// `audit.on_failure`: what a call gets when its line cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFailure {
+    /// `refuse` (the default): no line, no answer: UNAVAILABLE instead of the call's result,
+    /// and new calls refused before they run until the log can be written again.
+    #[default]
+    Refuse,
+    /// `drop`: the call is answered; its line is dropped and counted.
+    Drop,
 }
 
 #[derive(Default, Deserialize)]
@@ -112,6 +125,7 @@ pub struct Audit {
 struct RawAudit {
     file: Option<String>,
     arguments: Option<bool>,
+    on_failure: Option<String>,
 }
 
 impl Checker<'_, '_> {
@@ -144,9 +158,21 @@ impl Checker<'_, '_> {
             Some("-") => AuditSink::Stdout,
             Some(path) => AuditSink::File(PathBuf::from(path)),
         };
+        let on_failure = match raw.on_failure.as_deref().map(str::trim) {
+            None | Some("refuse") => OnFailure::Refuse,
+            Some("drop") => OnFailure::Drop,
+            Some(other) => {
+                self.error(
+                    "audit.on_failure",
+                    format!("expected \"refuse\" or \"drop\", found {other:?}"),
+                );
+                return None;
+            }
+        };
         Some(Audit {
             sink,
             arguments: raw.arguments.unwrap_or(false),
+            on_failure,
         })
     }
 }

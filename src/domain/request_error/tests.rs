@@ -108,6 +108,12 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "shutting_down",
         ),
         (
+            RequestError::AuditUnavailable,
+            Unavailable,
+            Debug,
+            "audit_unavailable",
+        ),
+        (
             RequestError::NotReady {
                 server: server(),
                 state: ServerState::Failed,
@@ -292,4 +298,36 @@ fn messages_name_what_is_at_fault_and_what_to_do() {
     for (error, want) in cases {
         assert_eq!(error.to_string(), want);
     }
+}
+
+#[test]
+fn refusals_are_the_errors_of_calls_that_never_reached_a_server() {
+    let refused: Vec<bool> = table()
+        .into_iter()
+        .map(|(error, ..)| error.is_refusal())
+        .collect();
+    let names: Vec<&str> = table()
+        .iter()
+        .zip(&refused)
+        .filter(|(_, refused)| **refused)
+        .map(|((_, _, _, label), _)| *label)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "unauthenticated",
+            "permission_denied",
+            "unknown_tool",
+            "invalid_arguments",
+            "request_too_large",
+            "shutting_down",
+            "audit_unavailable",
+            "unauthenticated",
+        ]
+    );
+    let limited = RequestError::RateLimited {
+        limit: RateLimit::Caller(crate::domain::config::Rate::parse("1/s").unwrap()),
+        retry_after: Duration::from_secs(1),
+    };
+    assert!(limited.is_refusal());
 }

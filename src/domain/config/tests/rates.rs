@@ -3,7 +3,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use super::{errors::assert_errors, parse_with_env};
-use crate::domain::config::{Audit, AuditSink, Per, Rate};
+use crate::domain::config::{Audit, AuditSink, OnFailure, Per, Rate};
 
 #[test]
 fn rates_read_as_a_count_per_second_minute_or_hour() {
@@ -22,10 +22,15 @@ fn rates_read_as_a_count_per_second_minute_or_hour() {
         Some(Audit {
             sink: AuditSink::File(PathBuf::from("/var/log/tb/audit.jsonl")),
             arguments: true,
+            on_failure: OnFailure::Refuse,
         })
     );
-    let stdout = parse_with_env("audit: { file: \"-\" }\n").unwrap();
-    assert_eq!(stdout.audit.unwrap().sink, AuditSink::Stdout);
+    let stdout = parse_with_env("audit: { file: \"-\", on_failure: drop }\n").unwrap();
+    let stdout = stdout.audit.unwrap();
+    assert_eq!(stdout.sink, AuditSink::Stdout);
+    assert_eq!(stdout.on_failure, OnFailure::Drop);
+    let refuse = parse_with_env("audit: { file: a.jsonl, on_failure: refuse }\n").unwrap();
+    assert_eq!(refuse.audit.unwrap().on_failure, OnFailure::Refuse);
     assert_eq!(parse_with_env("{}").unwrap().audit, None);
     assert_eq!(
         Rate::parse("1/h").unwrap().interval(),
@@ -68,6 +73,17 @@ fn rate_and_audit_mistakes_are_named_at_their_field() {
         (
             "audit: { file: a.jsonl, rotate: daily }\n".into(),
             vec![("audit.rotate", "unknown field")],
+        ),
+        (
+            "audit: { file: a.jsonl, on_failure: ignore }\n".into(),
+            vec![(
+                "audit.on_failure",
+                r#"expected "refuse" or "drop", found "ignore""#,
+            )],
+        ),
+        (
+            "audit: { file: a.jsonl, on_failure: false }\n".into(),
+            vec![("audit.on_failure", "expected a string")],
         ),
     ];
     for (text, want) in &cases {
