@@ -22,8 +22,8 @@ use anyhow::Context as _;
 pub use self::queue::{Kind, Receipt};
 use self::{
     queue::Queued,
-    shared::{Shared, lock},
-    writer::{Exit, Sink, Writer},
+    shared::{Exit, Shared, lock},
+    writer::{Sink, Writer},
 };
 use crate::domain::{
     audit::AuditEntry,
@@ -35,24 +35,28 @@ use crate::domain::{
 #[derive(Clone)]
 pub struct AuditLog {
     shared: Arc<Shared>,
+    /// Whoever holds it writes: a call, or the writer's thread.
+    writer: Arc<Mutex<Writer>>,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl AuditLog {
     /// Opens the sink (a file is created if missing) and starts the writer's thread.
     pub fn open(audit: &Audit) -> anyhow::Result<Self> {
-        let writer = Writer::new(Sink::open(&audit.sink)?);
+        let writer = Arc::new(Mutex::new(Writer::new(Sink::open(&audit.sink)?)));
         let refuse = audit.on_failure == OnFailure::Refuse;
-        let shared = Arc::new(Shared::new(writer, audit.arguments, refuse));
+        let shared = Arc::new(Shared::new(audit.arguments, refuse));
         let thread = std::thread::Builder::new()
             .name("audit-log".into())
             .spawn({
                 let exit = Exit(shared.clone());
-                move || writer::run(&exit.0)
+                let writer = writer.clone();
+                move || writer::run(&exit.0, &writer)
             })
             .context("cannot start the audit log's writer")?;
         Ok(AuditLog {
             shared,
+            writer,
             thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
@@ -103,7 +107,11 @@ impl AuditLog {
             kind,
             awaited: true,
         };
-        self.shared.queue(line, true)
+        let (receipt, lead) = self.shared.queue(line, true);
+        if lead {
+            writer::lead(&self.shared, &self.writer);
+        }
+        receipt
     }
 
     /// Queues `entry` for the writer's thread, with nobody waiting for it (a cancelled

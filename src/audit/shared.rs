@@ -4,27 +4,26 @@
 
 use std::{
     sync::{
-        Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError,
+        Arc, Condvar, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
 
-use super::{
-    queue::{Group, Kind, Queue, Queued, Receipt},
-    writer::{self, Writer},
-};
+use super::queue::{Group, Kind, Queue, Queued, Receipt};
 
 /// The least time between two warnings about dropped lines.
 const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How often a log that cannot be written is tried again.
+pub const RETRY: Duration = Duration::from_millis(100);
+/// How long writes stay with the writer's thread after a slow one.
+pub const SLOW_FOR: Duration = Duration::from_secs(10);
 
 /// The audit log's state.
 pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Wakes the writer's thread when it waits for lines.
     pub(super) wake: Condvar,
-    /// Whoever holds it writes: a call, or the writer's thread.
-    pub(super) writer: Mutex<Writer>,
     pub(super) arguments: AtomicBool,
     /// `audit.on_failure: refuse`.
     pub(super) refuse: AtomicBool,
@@ -50,8 +49,8 @@ pub(super) struct State {
 }
 
 impl Shared {
-    /// The state of a log writing with `writer`.
-    pub(super) fn new(writer: Writer, arguments: bool, refuse: bool) -> Self {
+    /// The state of a new log.
+    pub(super) fn new(arguments: bool, refuse: bool) -> Self {
         let workers = tokio::runtime::Handle::try_current()
             .map_or(1, |runtime| runtime.metrics().num_workers());
         Self {
@@ -61,7 +60,6 @@ impl Shared {
                 closing: false,
             }),
             wake: Condvar::new(),
-            writer: Mutex::new(writer),
             arguments: AtomicBool::new(arguments),
             refuse: AtomicBool::new(refuse),
             is_failing: AtomicBool::new(false),
@@ -74,17 +72,17 @@ impl Shared {
         }
     }
 
-    /// Queues `line`; its receipt, or `None` when it is not taken (then it is counted). A
-    /// call that finds nobody writing (`lead`) writes the group itself; otherwise the
-    /// writer's thread is woken if it waits.
-    pub(super) fn queue(&self, line: Queued, lead: bool) -> Option<Receipt> {
+    /// Queues `line`; its receipt, or `None` when it is not taken (then it is counted), and
+    /// whether the caller should write the group itself (`may_lead` and it may write on its
+    /// own thread); otherwise the writer's thread is woken if it waits.
+    pub(super) fn queue(&self, line: Queued, may_lead: bool) -> (Option<Receipt>, bool) {
         let kind = line.kind;
         // A refusal waits for no log that is failing: it is answered at once.
         if kind == Kind::Refused && self.is_failing.load(Ordering::Relaxed) {
             self.dropped(kind, 1);
-            return None;
+            return (None, false);
         }
-        let lead = lead && self.may_write_inline();
+        let lead = may_lead && self.may_write_inline();
         let mut state = lock(&self.state);
         let receipt = if state.closing {
             None
@@ -94,30 +92,17 @@ impl Shared {
         if receipt.is_none() {
             drop(state);
             self.dropped(kind, 1);
-            return None;
+            return (None, false);
         }
-        if lead {
-            drop(state);
-            self.lead();
-        } else {
+        if !lead {
             self.wake_writer(&mut state);
         }
-        receipt
+        (receipt, lead)
     }
 
-    /// Writes what is queued on this thread, unless someone is writing; what is queued after
-    /// (or kept to retry) is the writer's thread's.
-    fn lead(&self) {
-        let writer = match self.writer.try_lock() {
-            Ok(writer) => writer,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            // Whoever writes looks at the queue once done.
-            Err(TryLockError::WouldBlock) => return,
-        };
-        let mut writer = writer;
-        writer.write_queued(self);
-        drop(writer);
-        // After the writer is let go: a line queued while it was held is seen here.
+    /// After a call wrote what was queued: a line queued while it wrote, or kept to retry,
+    /// is the writer's thread's.
+    pub(super) fn after_lead(&self) {
         let mut state = lock(&self.state);
         if !state.queue.is_empty() || self.retrying.load(Ordering::Relaxed) {
             self.wake_writer(&mut state);
@@ -149,7 +134,7 @@ impl Shared {
     }
 
     /// The writer's thread waits for lines (or a reopen, or closing; or, while retrying, at
-    /// most [`writer::RETRY`]); whether the log is closing.
+    /// most [`RETRY`]); whether the log is closing.
     pub(super) fn wait_for_work(&self) -> bool {
         let mut state = lock(&self.state);
         while state.queue.is_empty() && !state.closing && !self.reopen.load(Ordering::Relaxed) {
@@ -157,7 +142,7 @@ impl Shared {
             if self.retrying.load(Ordering::Relaxed) {
                 let (waited, timeout) = self
                     .wake
-                    .wait_timeout(state, writer::RETRY)
+                    .wait_timeout(state, RETRY)
                     .unwrap_or_else(PoisonError::into_inner);
                 state = waited;
                 if timeout.timed_out() {
@@ -241,10 +226,19 @@ impl Shared {
 }
 
 fn slow_for_ms() -> u64 {
-    u64::try_from(writer::SLOW_FOR.as_millis()).unwrap_or(u64::MAX)
+    u64::try_from(SLOW_FOR.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Locks `mutex`, whether or not a holder panicked (every section leaves it consistent).
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Ends the writer's thread however it ends (a panic included): nobody is left waiting for it.
+pub(super) struct Exit(pub(super) Arc<Shared>);
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
 }

@@ -11,33 +11,28 @@ use std::{
     io::{self, Write as _},
     os::{fd::AsFd as _, unix::fs::OpenOptionsExt as _},
     path::{Path, PathBuf},
-    sync::{Arc, atomic::Ordering},
+    sync::{Mutex, TryLockError, atomic::Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 
 use super::{
-    Shared, lock,
     queue::{ADMITTED, Group, Kind, Queued, REFUSED},
+    shared::{Shared, lock},
 };
 use crate::domain::config::AuditSink;
-
-/// How often a log that cannot be written is tried again.
-pub const RETRY: Duration = Duration::from_millis(100);
 
 /// A write at least this slow hands every write to the writer's thread for [`SLOW_FOR`]: a
 /// slow disk must not hold the runtime's threads.
 const SLOW: Duration = Duration::from_millis(1);
-/// How long writes stay with the writer's thread after a slow one.
-pub const SLOW_FOR: Duration = Duration::from_secs(10);
 
 /// The writer's thread: writes what is queued whenever a call did not, retries a failed
 /// write, and writes the rest at shutdown.
-pub(super) fn run(shared: &Shared) {
+pub(super) fn run(shared: &Shared, writer: &Mutex<Writer>) {
     loop {
         let closing = shared.wait_for_work();
-        let mut writer = lock(&shared.writer);
+        let mut writer = lock(writer);
         writer.write_queued(shared);
         if closing {
             let kept = std::mem::take(&mut writer.retained);
@@ -50,7 +45,21 @@ pub(super) fn run(shared: &Shared) {
     }
 }
 
-/// The file and what writing it needs; whoever holds it writes.
+/// Writes what is queued on this thread, unless someone is writing (who looks at the queue
+/// once done); what is queued after (or kept to retry) is the writer's thread's.
+pub(super) fn lead(shared: &Shared, writer: &Mutex<Writer>) {
+    let mut writer = match writer.try_lock() {
+        Ok(writer) => writer,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    writer.write_queued(shared);
+    drop(writer);
+    // After the writer is let go: a line queued while it was held is seen there.
+    shared.after_lead();
+}
+
+/// The file and what writing it needs; whoever holds the lock on it writes.
 pub(super) struct Writer {
     sink: Sink,
     /// The lines of one write.
@@ -239,13 +248,4 @@ fn open_file(path: &Path) -> anyhow::Result<File> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot open the audit log {}", path.display()))
-}
-
-/// Ends the writer however it ends (a panic included): nobody is left waiting for it.
-pub(super) struct Exit(pub(super) Arc<Shared>);
-
-impl Drop for Exit {
-    fn drop(&mut self) {
-        self.0.abandon();
-    }
 }

@@ -37,18 +37,24 @@ fn connection_limits_out_of_bounds_are_named_at_their_field() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
             "limits: {max_connections: 0}",
-            &[("limits.max_connections", "must be at least 1")],
+            &[(
+                "limits.max_connections",
+                "must be between 1 and 1000000, not 0",
+            )],
         ),
         (
             "limits: {max_connections: 1000001}",
             &[(
                 "limits.max_connections",
-                "must be at most 1000000, not 1000001",
+                "must be between 1 and 1000000, not 1000001",
             )],
         ),
         (
             "limits: {max_connections: 18446744073709551615}",
-            &[("limits.max_connections", "must be at most 1000000")],
+            &[(
+                "limits.max_connections",
+                "must be between 1 and 1000000, not 18446744073709551615",
+            )],
         ),
         (
             "limits: {max_connections: many}",
@@ -56,13 +62,16 @@ fn connection_limits_out_of_bounds_are_named_at_their_field() {
         ),
         (
             "limits: {max_concurrent_streams: 0}",
-            &[("limits.max_concurrent_streams", "must be at least 1")],
+            &[(
+                "limits.max_concurrent_streams",
+                "must be between 1 and 65536, not 0",
+            )],
         ),
         (
             "limits: {max_concurrent_streams: 4294967296}",
             &[(
                 "limits.max_concurrent_streams",
-                "must be at most 65536, not 4294967296",
+                "must be between 1 and 65536, not 4294967296",
             )],
         ),
         (
