@@ -32,4 +32,5 @@ pub mod rate_limits;
 pub mod reload;
 pub mod telemetry;
 pub mod tls;
+pub mod tls_provider;
 pub mod upstream;

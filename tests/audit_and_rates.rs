@@ -328,7 +328,7 @@ async fn with_on_failure_drop_a_failing_audit_disk_never_fails_a_call_and_drops_
                 .is_some_and(|m| m.starts_with("audit lines dropped"))
         })
         .await;
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
     let dropped = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let text = reqwest::get(&url).await.unwrap().text().await.unwrap();

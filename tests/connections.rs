@@ -145,7 +145,7 @@ async fn a_connection_flood_is_bounded_and_the_broker_still_serves() {
         Door::Face(face_addr(&broker).await),
     );
     let metrics = broker.metrics_url().await;
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
 
     // The harness's client holds one place; strangers take the 49 others, on every listener,
     // idle or with a head begun.

@@ -45,7 +45,7 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 /// A broker serving the demo server (prefix `d_`) on a face; the face's URL.
 async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker, String) {
     // reqwest (the tests' raw requests) wants a crypto provider installed.
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
     let port = free_port();
     let builder = Broker::builder()
         .server(demo("demo").prefix("d_"))

@@ -15,7 +15,7 @@ async fn face(
     host: &str,
     extra: impl FnOnce(common::Builder) -> common::Builder,
 ) -> (Broker, String) {
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
     let builder = Broker::builder()
         .server(demo("demo").prefix("d_"))
         .top("mcp_listen", format!("{host}:0"));

@@ -38,7 +38,7 @@ async fn metrics_count_what_was_done() {
     streamed.result().await.unwrap();
     let _watch = broker.watch(&[]).await;
 
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
     let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
     let op = "mcp_client_operation_duration_seconds_count";
     assert_eq!(

@@ -311,7 +311,7 @@ struct Metrics {
 
 impl Metrics {
     async fn of(broker: &Broker) -> Self {
-        toolbroker::upstream::install_tls_provider();
+        toolbroker::tls_provider::install();
         Self {
             url: broker.metrics_url().await,
         }

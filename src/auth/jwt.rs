@@ -85,7 +85,7 @@ impl JwtVerifier {
                 Keys::File(Arc::new(set))
             }
             JwksSource::Url(url) => {
-                crate::upstream::install_tls_provider();
+                crate::tls_provider::install();
                 let client = reqwest::Client::builder()
                     .timeout(FETCH_TIMEOUT)
                     .build()

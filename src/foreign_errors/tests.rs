@@ -52,7 +52,7 @@ async fn serve(router: Router) -> String {
 
 /// reqwest as the broker builds it (ring as the TLS provider).
 fn client() -> reqwest::Client {
-    crate::upstream::install_tls_provider();
+    crate::tls_provider::install();
     reqwest::Client::new()
 }
 

@@ -118,7 +118,7 @@ fn exporter_requested() -> bool {
 /// from `OTEL_TRACES_SAMPLER`, resource from `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES`,
 /// batching from `OTEL_BSP_*`.
 fn tracer_provider(role: Role) -> Result<SdkTracerProvider, String> {
-    crate::upstream::install_tls_provider();
+    crate::tls_provider::install();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .build()
         .map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?;

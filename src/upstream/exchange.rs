@@ -82,7 +82,7 @@ pub struct Exchanger {
 impl Exchanger {
     /// An exchanger for `server` as `spec` says.
     pub fn new(server: ServerName, spec: TokenExchange) -> Self {
-        super::install_tls_provider();
+        crate::tls_provider::install();
         let client = reqwest::Client::builder()
             .timeout(EXCHANGE_TIMEOUT)
             // A 307 elsewhere would send the caller's token there again.

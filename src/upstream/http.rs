@@ -2,7 +2,7 @@
 //! certificates, no OpenSSL; redirects followed within the request's origin only) and the
 //! configured headers.
 
-use std::sync::{Arc, Once, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
@@ -12,18 +12,9 @@ use secrecy::SecretString;
 
 use crate::domain::outcome::StartFailure;
 
-/// Makes ring the process's TLS provider (reqwest and the OTLP exporter use the default one).
-pub fn install_tls_provider() {
-    static PROVIDER: Once = Once::new();
-    PROVIDER.call_once(|| {
-        // Fails only if another provider was installed first, which is just as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 /// The HTTP client for one server. TLS uses ring and the platform's root certificates.
 pub fn client() -> Result<reqwest::Client, StartFailure> {
-    install_tls_provider();
+    crate::tls_provider::install();
     reqwest::Client::builder()
         .redirect(redirect_policy())
         .build()

@@ -37,5 +37,4 @@ mod traced_http;
 mod write_queue;
 
 pub use handle::Upstream;
-pub use http::install_tls_provider;
 pub use reporter::Reporter;

@@ -14,7 +14,7 @@ pub const ALICE: Option<&str> = Some("alice-token");
 /// A broker with the demo server (`demo_*`), alice's token, the MCP face and metrics, writing
 /// its audit log as `audit` says; and the face's URL.
 pub async fn broker(audit: Value) -> (Broker, String) {
-    toolbroker::upstream::install_tls_provider();
+    toolbroker::tls_provider::install();
     let port = free_port();
     let broker = Broker::builder()
         .server(demo("demo").prefix("demo_"))

@@ -146,7 +146,7 @@ impl CrossAppTokens {
     /// Both exchanges, and the token kept.
     async fn exchange(&self, key: Key, id_token: &str) -> Result<SecretString, OAuthFailure> {
         let resource = self.resource_server().await?;
-        http::install_tls_provider();
+        crate::tls_provider::install();
         let http = default_oauth_http_client().map_err(|e| OAuthFailure::Token {
             step: TokenStep::IdentityAssertion,
             reason: with_causes(&e),

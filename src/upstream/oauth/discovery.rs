@@ -14,7 +14,7 @@ use url::Url;
 use super::failures::with_causes;
 use crate::{
     domain::{names::ServerName, outcome::OAuthFailure},
-    upstream::{self, detect, handler::Handler, interactions::Interactions},
+    upstream::{detect, handler::Handler, interactions::Interactions},
 };
 
 /// What discovery found.
@@ -90,6 +90,6 @@ pub async fn discover(url: &Url, challenge: Option<String>) -> Result<Discovered
 /// servers may well have private addresses (loopback ones still need a loopback server URL).
 pub async fn manager(url: &Url) -> Result<AuthorizationManager, rmcp::transport::auth::AuthError> {
     // rmcp builds its own reqwest client, which needs the process's TLS provider.
-    upstream::http::install_tls_provider();
+    crate::tls_provider::install();
     AuthorizationManager::new_allowing_private_addresses(url.as_str()).await
 }
