@@ -87,9 +87,6 @@ impl Loaded {
 
 /// Why a file cannot be made at `path` (an audit log, a socket): its directory is missing.
 pub fn missing_directory(path: &Path) -> Option<String> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = crate::domain::paths::directory_of(path);
     (!parent.is_dir()).then(|| format!("{} is not a directory", parent.display()))
 }

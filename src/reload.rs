@@ -246,11 +246,7 @@ pub fn watch_file(
     path: &Path,
     triggers: mpsc::UnboundedSender<Trigger>,
 ) -> Result<FileWatch, notify::Error> {
-    let directory = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."))
-        .to_owned();
+    let directory = crate::domain::paths::directory_of(path).to_owned();
     let mut debouncer = new_debouncer(DEBOUNCE, move |result: DebounceEventResult| {
         if result.is_ok_and(|events| !events.is_empty()) {
             let _ = triggers.send(Trigger::FileChanged);

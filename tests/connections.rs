@@ -344,13 +344,6 @@ async fn a_connection_without_a_complete_request_head_is_closed_after_header_tim
     assert_eq!(echo.text, "again");
 }
 
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[tokio::test]
 async fn streams_past_the_limit_are_refused_and_the_open_ones_end_at_header_timeout() {
     const STREAMS: u32 = 10_000;
@@ -363,7 +356,7 @@ async fn streams_past_the_limit_are_refused_and_the_open_ones_end_at_header_time
     let (reader, mut writer) = TcpStream::connect(broker.addr).await.unwrap().into_split();
     let mut endings = h2_raw::endings(reader);
     writer.write_all(&opening()).await.unwrap();
-    let before = rss_kib(broker.pid());
+    let before = common::process::rss_kib(broker.pid());
 
     // CallToolStream HEADERS without a token and without a first message, as fast as h2
     // takes them.
@@ -406,7 +399,7 @@ async fn streams_past_the_limit_are_refused_and_the_open_ones_end_at_header_time
             // Measured once every stream was taken or refused and before the first ends:
             // the most the broker holds for them.
             if grown.is_none() && (refused == STREAMS - OPEN || !late.is_empty()) {
-                grown = Some(rss_kib(broker.pid()).saturating_sub(before));
+                grown = Some(common::process::rss_kib(broker.pid()).saturating_sub(before));
             }
         }
     });

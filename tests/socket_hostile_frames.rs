@@ -10,6 +10,8 @@ use std::{path::Path, time::Duration};
 
 use common::{
     WAIT, as_caller, call_request,
+    h2_raw::{ACK, CONTINUATION, END_HEADERS, END_STREAM, HEADERS, PING, PREFACE, SETTINGS, frame},
+    process,
     unix::{broker_on_socket, socket_channel},
     wait_health,
 };
@@ -24,22 +26,6 @@ use toolbroker::{
 };
 
 const TOKEN: &str = "hostile-frames-token";
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const HEADERS: u8 = 0x1;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const ACK: u8 = 0x1;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
 
 /// A header block cut into frames of at most 16 KiB, as h2 accepts them.
 fn block(stream: u32, fragment: &[u8]) -> Vec<u8> {
@@ -146,28 +132,9 @@ impl Raw {
     }
 }
 
-/// The broker's resident memory (bytes) and CPU time used so far, from /proc.
+/// The broker's resident memory (bytes) and CPU time used so far.
 fn usage(pid: u32) -> (u64, Duration) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // utime and stime, the 14th and 15th fields, follow the name in parentheses.
-    let fields: Vec<u64> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|f| f.parse().unwrap())
-        .collect();
-    // In USER_HZ, which Linux fixes at 100 for user space.
-    let cpu = Duration::from_millis((fields[0] + fields[1]) * 10);
-    (rss_kib * 1024, cpu)
+    (process::rss_kib(pid) * 1024, process::cpu_time(pid))
 }
 
 /// A broker on a socket, ready (its demo server connected), with a socket's path.

@@ -250,21 +250,6 @@ async fn callers_that_reset_their_streams_mid_write_lose_no_other_call() {
     }
 }
 
-/// The broker's resident memory, from /proc.
-fn resident_bytes(broker: &Broker) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", broker.pid())).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a number of kB");
-    kib * 1024
-}
-
 #[tokio::test]
 async fn a_server_that_stops_reading_gets_no_line_of_callers_that_left() {
     let broker = start().await;
@@ -283,11 +268,11 @@ async fn a_server_that_stops_reading_gets_no_line_of_callers_that_left() {
         })
         .collect();
     stall(&broker, Duration::from_secs(4)).await;
-    let before = resident_bytes(&broker);
+    let before = common::process::rss_kib(broker.pid()) * 1024;
     for calls in &waves {
         futures::future::join_all(calls.iter().map(|c| c.run(&broker))).await;
     }
-    let grown = resident_bytes(&broker).saturating_sub(before);
+    let grown = (common::process::rss_kib(broker.pid()) * 1024).saturating_sub(before);
     assert!(
         grown < 48 << 20,
         "the broker grew by {} MiB while the server did not read",

@@ -15,6 +15,7 @@ pub mod offer;
 pub mod origin;
 pub mod outcome;
 pub mod overrides;
+pub mod paths;
 pub mod reload;
 pub mod replicas;
 pub mod request_error;

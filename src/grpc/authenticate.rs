@@ -22,7 +22,7 @@ use crate::{auth::Gate, domain::request_error::RequestError};
 
 /// The one method whose refusals reach the service (see the module's doc).
 const CALL_TOOL: &str = "/toolbroker.v1.ToolBroker/CallTool";
-const CALL_TOOL_STREAM: &str = "/toolbroker.v1.ToolBroker/CallToolStream";
+pub(super) const CALL_TOOL_STREAM: &str = "/toolbroker.v1.ToolBroker/CallToolStream";
 
 /// A request the gate refused; the handler must answer with this error and nothing else.
 #[derive(Clone)]

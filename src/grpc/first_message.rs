@@ -19,11 +19,9 @@ use tokio::time::Sleep;
 use tonic::{Status, body::Body};
 use tower::Service;
 
-use super::status::to_status;
+// The one method whose handler bounds its first message itself.
+use super::{authenticate::CALL_TOOL_STREAM, status::to_status};
 use crate::domain::request_error::RequestError;
-
-/// The one method whose handler bounds its first message itself.
-const CALL_TOOL_STREAM: &str = "/toolbroker.v1.ToolBroker/CallToolStream";
 
 /// `S`, whose requests must send their first message within a time.
 #[derive(Clone)]

@@ -16,6 +16,8 @@ use std::{
 use anyhow::Context as _;
 use tokio::net::UnixListener;
 
+use crate::domain::paths::directory_of;
+
 /// Owner and group may connect: in a pod, the agent's container shares the group (fsGroup).
 const MODE: u32 = 0o660;
 
@@ -113,17 +115,9 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, SocketFile)> {
     Ok((listener, file))
 }
 
-/// The directory `path` is in (`.` for a bare name).
-fn directory(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
-}
-
 /// The length of the socket's path in its private directory.
 fn private_path_len(path: &Path) -> usize {
-    let dir = directory(path).as_os_str().len();
+    let dir = directory_of(path).as_os_str().len();
     dir + "/.".len() + PRIVATE_RANDOM + "/".len() + NAME_INSIDE.len()
 }
 
@@ -135,7 +129,7 @@ fn bind_privately(path: &Path) -> io::Result<UnixListener> {
         .prefix(".")
         .rand_bytes(PRIVATE_RANDOM)
         .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir_in(directory(path))?;
+        .tempdir_in(directory_of(path))?;
     let inside = private.path().join(NAME_INSIDE);
     let listener = UnixListener::bind(&inside)?;
     std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(MODE))?;

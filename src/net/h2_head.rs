@@ -6,12 +6,9 @@
 //! It would go if h2 (or hyper's HTTP/2 server) bounded the time to a first request head, as
 //! hyper's HTTP/1 server does with `header_read_timeout`.
 
-/// What every HTTP/2 client sends first (RFC 9113, 3.4).
-const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const FRAME_HEADER_LEN: usize = 9;
-const HEADERS: u8 = 0x1;
-const CONTINUATION: u8 = 0x9;
-const END_HEADERS: u8 = 0x4;
+use super::h2_frame::{
+    CONTINUATION, END_HEADERS, Frame, HEAD as FRAME_HEADER_LEN, HEADERS, PREFACE,
+};
 
 /// Reads a connection's first bytes until its first request head is complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,12 +38,6 @@ enum State {
     /// Not HTTP/2: no head will ever be complete (h2 refuses the connection, or the deadline
     /// closes it).
     NotHttp2,
-}
-
-impl Default for HeadScan {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl HeadScan {
@@ -104,8 +95,10 @@ impl HeadScan {
         header[*have..*have + take].copy_from_slice(&bytes[..take]);
         *have += take;
         if *have == FRAME_HEADER_LEN {
-            let left = u32::from_be_bytes([0, header[0], header[1], header[2]]);
-            let (kind, flags) = (header[3], header[4]);
+            let Frame {
+                len, kind, flags, ..
+            } = Frame::head(&header[..]).expect("a whole frame header");
+            let left = u32::try_from(len).expect("24 bits");
             let in_block = kind == HEADERS || (*continued && kind == CONTINUATION);
             let ends = flags & END_HEADERS != 0;
             self.state = State::Payload {

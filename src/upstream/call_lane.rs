@@ -46,7 +46,7 @@ const FIRST_ID: i64 = 1 << 32;
 pub type Answer = Result<ServerResult, ServiceError>;
 
 /// Why the server is told to cancel a call of the lane.
-const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
+pub(super) const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
 
 /// The write side of a transport: messages queued, then written by whichever sender holds the
 /// pipe (see `pipe_writer`).

@@ -447,7 +447,7 @@ impl Drop for CancelOnDrop {
             return;
         };
         let peer = self.peer.clone();
-        let reason = Some("the caller gave up (deadline or cancellation)".to_owned());
+        let reason = Some(super::call_lane::GAVE_UP.to_owned());
         // Drop cannot await; the notification goes out from a short task of its own.
         tokio::spawn(async move {
             let _ = peer

@@ -86,7 +86,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Writer<W> {
     /// after this.
     pub async fn close(&self) {
         self.queue().close();
-        if let Ok(mut pipe) = self.pipe.clone().try_lock_owned()
+        if let Ok(mut pipe) = self.pipe.try_lock()
             && let Some(mut pipe) = pipe.take()
         {
             pipe.shutdown().await.ok();

@@ -13,6 +13,7 @@ pub mod h2_raw;
 pub mod issuer;
 mod logs;
 pub mod oauth_server;
+pub mod process;
 pub mod python;
 pub mod servers;
 pub mod stream;

@@ -59,16 +59,12 @@ impl Checker<'_, '_> {
             1..=MAX_CONCURRENT_STREAMS,
             "limits.max_concurrent_streams",
         );
-        let at = "limits.header_timeout";
-        let mut header_timeout = self.duration(header_timeout, defaults.header_timeout, at);
-        if header_timeout > MAX_HEADER_TIMEOUT {
-            let reason = format!(
-                "must be at most 1h, not {}",
-                humantime::format_duration(header_timeout)
-            );
-            self.error(at, reason);
-            header_timeout = defaults.header_timeout;
-        }
+        let header_timeout = self.duration_at_most(
+            header_timeout,
+            defaults.header_timeout,
+            MAX_HEADER_TIMEOUT,
+            "limits.header_timeout",
+        );
         ConnectionLimits {
             max_connections: self.count(
                 max_connections,

@@ -73,6 +73,28 @@ impl Checker<'_, '_> {
         }
     }
 
+    /// A duration checked like [`Self::duration`], and at most `max` (else `default`, with an
+    /// error naming `max`).
+    pub(super) fn duration_at_most(
+        &mut self,
+        raw: Option<Value>,
+        default: Duration,
+        max: Duration,
+        at: &str,
+    ) -> Duration {
+        let duration = self.duration(raw, default, at);
+        if duration <= max {
+            return duration;
+        }
+        let reason = format!(
+            "must be at most {}, not {}",
+            humantime::format_duration(max),
+            humantime::format_duration(duration)
+        );
+        self.error(at, reason);
+        default
+    }
+
     /// A humantime duration (`30s`, `1m30s`, `500ms`) or a whole number of seconds; not zero,
     /// at most [`MAX_DURATION`]. Absent: `default`.
     pub(super) fn duration(&mut self, raw: Option<Value>, default: Duration, at: &str) -> Duration {

@@ -8,69 +8,34 @@ use bytes::{BufMut as _, BytesMut};
 
 use super::{MAX_BLOCK, MAX_BLOCK_FRAMES, MAX_FRAME, broken};
 
-/// A frame's header: length (3 bytes), type, flags, stream id (4 bytes).
-pub(super) const HEAD: usize = 9;
+pub(super) use crate::net::h2_frame::{CONTINUATION, Frame, HEAD, HEADERS};
+use crate::net::h2_frame::{END_HEADERS, END_STREAM, PADDED, PRIORITY};
 
-pub(super) const HEADERS: u8 = 0x1;
-pub(super) const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY: u8 = 0x20;
-
-/// A frame's header, read from the first [`HEAD`] bytes of a buffer.
-pub(super) struct Frame {
-    pub(super) len: usize,
-    pub(super) kind: u8,
-    pub(super) flags: u8,
-    pub(super) stream: u32,
-}
-
-impl Frame {
-    /// The header of the frame at the start of `buf`, once its [`HEAD`] bytes are there.
-    pub(super) fn head(buf: &[u8]) -> Option<Frame> {
-        let head = buf.get(..HEAD)?;
-        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        Some(Frame {
-            len,
-            kind: head[3],
-            flags: head[4],
-            stream,
-        })
-    }
-
-    /// Where the frame ends, from its start.
-    pub(super) fn end(&self) -> usize {
-        HEAD + self.len
-    }
-
-    /// The header block fragment of a whole HEADERS or CONTINUATION frame at the start of
-    /// `buf`: without padding or priority fields.
-    fn fragment<'b>(&self, buf: &'b [u8]) -> io::Result<&'b [u8]> {
-        let mut payload = &buf[HEAD..self.end()];
-        if self.kind == HEADERS {
-            let mut pad = 0;
-            if self.flags & PADDED != 0 {
-                let (&n, rest) = payload
-                    .split_first()
-                    .ok_or_else(|| broken("empty padded frame"))?;
-                pad = usize::from(n);
-                payload = rest;
-            }
-            if self.flags & PRIORITY != 0 {
-                payload = payload
-                    .get(5..)
-                    .ok_or_else(|| broken("short priority fields"))?;
-            }
-            let len = payload
-                .len()
-                .checked_sub(pad)
-                .ok_or_else(|| broken("padding longer than its frame"))?;
-            payload = &payload[..len];
+/// The header block fragment of the whole HEADERS or CONTINUATION `frame` at the start of
+/// `buf`: without padding or priority fields.
+fn fragment<'b>(frame: &Frame, buf: &'b [u8]) -> io::Result<&'b [u8]> {
+    let mut payload = &buf[HEAD..frame.end()];
+    if frame.kind == HEADERS {
+        let mut pad = 0;
+        if frame.flags & PADDED != 0 {
+            let (&n, rest) = payload
+                .split_first()
+                .ok_or_else(|| broken("empty padded frame"))?;
+            pad = usize::from(n);
+            payload = rest;
         }
-        Ok(payload)
+        if frame.flags & PRIORITY != 0 {
+            payload = payload
+                .get(5..)
+                .ok_or_else(|| broken("short priority fields"))?;
+        }
+        let len = payload
+            .len()
+            .checked_sub(pad)
+            .ok_or_else(|| broken("padding longer than its frame"))?;
+        payload = &payload[..len];
     }
+    Ok(payload)
 }
 
 /// How far the header block at the start of the input has been walked. Kept between reads,
@@ -141,17 +106,17 @@ impl<'b> Block<'b> {
     /// The block whose frames are all of `frames` (as [`Walk::block_end`] found them).
     pub(super) fn join(frames: &'b [u8]) -> io::Result<Block<'b>> {
         let first = Frame::head(frames).expect("walked");
-        let mut fragment = Cow::Borrowed(first.fragment(frames)?);
+        let mut joined = Cow::Borrowed(fragment(&first, frames)?);
         let mut at = first.end();
         while at < frames.len() {
             let next = Frame::head(&frames[at..]).expect("walked");
-            fragment
+            joined
                 .to_mut()
-                .extend_from_slice(next.fragment(&frames[at..])?);
+                .extend_from_slice(fragment(&next, &frames[at..])?);
             at += next.end();
         }
         Ok(Block {
-            fragment,
+            fragment: joined,
             stream: first.stream,
             end_stream: first.flags & END_STREAM != 0,
         })

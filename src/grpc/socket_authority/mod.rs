@@ -38,6 +38,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
 use frames::{Block, CONTINUATION, Frame, HEADERS, Walk};
+
+use crate::net::h2_frame::PREFACE;
 use hpack::{Mender, authority_parses};
 #[doc(hidden)]
 pub use replay::{Replay, replay};
@@ -61,9 +63,6 @@ pub const MAX_BLOCK: usize = 2 * MAX_HEADER_LIST_SIZE as usize;
 /// Mended output waiting for h2 beyond which no more input is handled (a frame's worth: h2
 /// reads its input in pieces of about that size).
 const MAX_OUTPUT: usize = 16 * 1024;
-
-/// What the client sends first.
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// h2's count of CONTINUATION frames a block may have before its last (`h2::codec::framed_read`):
 /// those the largest list needs in the largest frames, a quarter more, and at least 5.

@@ -144,10 +144,7 @@ pub fn write(path: &Path, file: &TokenFile) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other("the token store path names no file"))?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = crate::domain::paths::directory_of(path);
     let prefix = format!(".{}.", name.to_string_lossy());
     // Removed when dropped, if it was not renamed.
     let mut aside = tempfile::Builder::new()
