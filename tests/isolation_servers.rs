@@ -132,8 +132,15 @@ async fn no_status_message_shows_a_urls_userinfo_or_query() {
         }
     }
     statuses.extend(servers_of(&broker, ADMIN).await);
-    let shown = statuses.iter().find(|s| s.message.contains("/mcp")).unwrap();
-    assert!(shown.message.contains("http://127.0.0.1:"), "{}", shown.message);
+    let shown = statuses
+        .iter()
+        .find(|s| s.message.contains("/mcp"))
+        .unwrap();
+    assert!(
+        shown.message.contains("http://127.0.0.1:"),
+        "{}",
+        shown.message
+    );
     for status in statuses {
         assert!(
             !status.message.contains("SECRET") && !status.message.contains("PASSWORD"),
