@@ -57,16 +57,6 @@ fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("grpc.sock")
 }
 
-/// The MCP face's address, from the broker's log.
-async fn face_addr(broker: &Broker) -> SocketAddr {
-    let line = broker
-        .wait_for_log("the face's address", |l| {
-            l["message"] == "MCP face listening at /mcp"
-        })
-        .await;
-    line["addr"].as_str().unwrap().parse().unwrap()
-}
-
 /// A client connection of any listener, boxed.
 type Conn = Pin<Box<dyn AsyncRead + Send>>;
 
@@ -142,7 +132,7 @@ async fn a_connection_flood_is_bounded_and_the_broker_still_serves() {
     broker.wait_ready().await;
     let (port, face) = (
         Door::Port(broker.addr),
-        Door::Face(face_addr(&broker).await),
+        Door::Face(broker.face_addr().await),
     );
     let metrics = broker.metrics_url().await;
     toolbroker::tls_provider::install();
@@ -257,7 +247,7 @@ async fn a_connection_without_a_complete_request_head_is_closed_after_header_tim
         .await;
     let (port, face) = (
         Door::Port(broker.addr),
-        Door::Face(face_addr(&broker).await),
+        Door::Face(broker.face_addr().await),
     );
     let mut heads = RequestHeads::default();
     let block = heads.block(CALL_TOOL_STREAM);

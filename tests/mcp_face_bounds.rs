@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{Broker, demo, face::send};
+use common::{
+    Broker, demo,
+    face::{borrow, initialize, open, send},
+};
 use serde_json::{Value, json};
 
 /// A broker serving the demo server (prefix `d_`) on a face bound to `host` port 0, with `extra`
@@ -21,57 +24,13 @@ async fn face(
         .top("mcp_listen", format!("{host}:0"));
     let broker = extra(builder).start().await;
     broker.wait_ready().await;
-    let line = broker
-        .wait_for_log("of the face listening", |line| {
-            line["message"] == "MCP face listening at /mcp"
-        })
-        .await;
-    let addr: std::net::SocketAddr = line["addr"].as_str().unwrap().parse().unwrap();
+    let addr = broker.face_addr().await;
     let url = format!("http://127.0.0.1:{}/mcp", addr.port());
     (broker, url)
 }
 
-fn initialize() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    }})
-}
-
 fn tools_list() -> Value {
     json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
-}
-
-/// A session opened and initialized with `auth` headers: the headers its requests carry.
-async fn open(url: &str, auth: &[(&str, &str)]) -> Vec<(String, String)> {
-    let (status, answer, headers) =
-        send(reqwest::Method::POST, url, auth, Some(initialize())).await;
-    assert_eq!(status, 200, "{answer:?}");
-    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
-    let mut session: Vec<(String, String)> = auth
-        .iter()
-        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-        .collect();
-    session.push(("mcp-session-id".into(), id));
-    session.push(("mcp-protocol-version".into(), "2025-11-25".into()));
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let (status, _, _) = send(
-        reqwest::Method::POST,
-        url,
-        &borrow(&session),
-        Some(initialized),
-    )
-    .await;
-    assert_eq!(status, 202);
-    session
-}
-
-fn borrow(headers: &[(String, String)]) -> Vec<(&str, &str)> {
-    headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect()
 }
 
 /// The status of a `tools/list` in `session`: 200 while it lives, 404 once it is closed.

@@ -747,3 +747,54 @@ async fn a_view_is_served_with_view_and_its_redefinition_announced() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("unknown view"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_client_of_a_view_cannot_call_a_tool_outside_it_on_either_face() {
+    let broker = Broker::builder()
+        .top("views", json!({"math": ["d_add"]}))
+        .server(demo("demo").prefix("d_"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    // mcp-stdio --view math: its client knows `d_echo` exists (it is in the demo server)
+    // and calls it anyway; refused as an unknown tool, as on /mcp/math.
+    let face = StdioFace::launch(broker.addr, &["--view", "math"], &[]).await;
+    let outside = face
+        .client
+        .call_tool(
+            CallToolRequestParams::new("d_echo")
+                .with_arguments(arguments(json!({"message": "out of view"}))),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(mcp_code(outside), ErrorCode::INVALID_PARAMS);
+    let inside = face
+        .client
+        .call_tool(
+            CallToolRequestParams::new("d_add").with_arguments(arguments(json!({"a": 2, "b": 3}))),
+        )
+        .await
+        .expect("a tool of the view");
+    assert_eq!(text(&inside.content), ["5"]);
+    // A gRPC client naming the view directly: NOT_FOUND outside it and for an unknown view.
+    let call = |name: &str, view: &str| proto::CallToolRequest {
+        name: name.into(),
+        arguments_json: r#"{"message": "x"}"#.into(),
+        view: view.into(),
+        ..Default::default()
+    };
+    let mut client = broker.client.clone();
+    let outside = client.call_tool(call("d_echo", "math")).await.unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::NotFound, "{outside:?}");
+    assert!(outside.message().contains("d_echo"), "{outside:?}");
+    let unknown = client.call_tool(call("d_add", "nope")).await.unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
+    assert!(
+        unknown.message().contains("math"),
+        "names the views: {unknown:?}"
+    );
+    client
+        .call_tool(call("d_echo", ""))
+        .await
+        .expect("no view: the whole catalog");
+}

@@ -304,12 +304,15 @@ async fn a_restricted_token_sees_only_its_prompts_and_resources() {
         {"name": "reader", "value_env": "READER", "tools": ["d_echo"],
          "prompts": ["py_*"], "resources": ["demo"]},
         {"name": "narrow", "value_env": "NARROW", "tools": ["d_echo"]},
+        {"name": "viewer", "value_env": "VIEWER", "view": "echoes"},
         {"name": "admin", "value_env": "ADMIN"},
     ]});
     let broker = Broker::builder()
         .top("auth", auth)
+        .top("views", json!({"echoes": ["d_echo"]}))
         .env("READER", "reader-token")
         .env("NARROW", "narrow-token")
+        .env("VIEWER", "viewer-token")
         .env("ADMIN", "admin-token")
         .servers([demo("demo").prefix("d_"), interactive("py").prefix("py_")])
         .start()
@@ -350,6 +353,12 @@ async fn a_restricted_token_sees_only_its_prompts_and_resources() {
     assert!(
         prompts.is_empty() && servers.is_empty(),
         "none by default: {prompts:?} {servers:?}"
+    );
+    // Bound to a view and listing no tools: restricted in prompts and resources all the same.
+    let (prompts, servers) = as_token("viewer-token").await;
+    assert!(
+        prompts.is_empty() && servers.is_empty(),
+        "a view-bound token: none by default: {prompts:?} {servers:?}"
     );
     let (prompts, servers) = as_token("admin-token").await;
     assert!(prompts.contains(&"d_summarize".to_owned()) && servers.contains(&"py".to_owned()));

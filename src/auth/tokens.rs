@@ -24,7 +24,8 @@ pub struct StaticTokens(Vec<Token>);
 
 impl StaticTokens {
     /// Reads token files; every unreadable or empty file is an error at its field.
-    /// A token bound to a view sees only that view's tools (the config names only known views).
+    /// A token bound to a view sees only that view's tools, and prompts and resources only by
+    /// its patterns (the config names only known views).
     pub fn load(specs: &[TokenSpec], views: &Views) -> Result<Self, Vec<ConfigError>> {
         let mut tokens = Vec::with_capacity(specs.len());
         let mut errors = Vec::new();
@@ -48,17 +49,15 @@ impl StaticTokens {
                     }
                 }
             };
-            let mut access = Access::of_token(&spec.tools, &spec.prompts, &spec.resources);
-            if let Some(view) = &spec.view {
-                match views.get(view) {
-                    Ok(patterns) => access = access.within(patterns.clone()),
-                    Err(error) => {
-                        let field = format!("auth.tokens[{i}].view");
-                        errors.push(ConfigError::new(field, error.to_string()));
-                        continue;
-                    }
+            let view = match spec.view.as_deref().map(|view| views.get(view)).transpose() {
+                Ok(view) => view.cloned(),
+                Err(error) => {
+                    let field = format!("auth.tokens[{i}].view");
+                    errors.push(ConfigError::new(field, error.to_string()));
+                    continue;
                 }
-            }
+            };
+            let access = Access::of_token(&spec.tools, &spec.prompts, &spec.resources, view);
             tokens.push(Token {
                 digest: Sha256::digest(value.as_bytes()).into(),
                 name: spec.name.clone(),

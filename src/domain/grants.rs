@@ -55,15 +55,26 @@ impl Access {
         resources: Patterns::All,
     };
 
-    /// A static token's access: everything when it lists no `tools`; otherwise its `tools`,
-    /// `prompts` and `resources` patterns (the last two default to nothing).
-    pub fn of_token(tools: &[String], prompts: &[String], resources: &[String]) -> Self {
-        if tools.is_empty() {
+    /// A static token's access: everything when it lists no `tools` and is bound to no view;
+    /// otherwise its `tools` (every tool when none is listed), within its `view`, and its
+    /// `prompts` and `resources` patterns (the last two default to nothing: a token restricted
+    /// by a view is restricted in prompts and resources as one restricted by `tools` is).
+    pub fn of_token(
+        tools: &[String],
+        prompts: &[String],
+        resources: &[String],
+        view: Option<Patterns>,
+    ) -> Self {
+        if tools.is_empty() && view.is_none() {
             return Self::ALL;
         }
         Access {
-            tools: Patterns::only(tools.iter()),
-            views: Vec::new(),
+            tools: if tools.is_empty() {
+                Patterns::All
+            } else {
+                Patterns::only(tools.iter())
+            },
+            views: view.into_iter().collect(),
             prompts: Patterns::only(prompts.iter()),
             resources: Patterns::only(resources.iter()),
         }
@@ -129,10 +140,26 @@ mod tests {
     #[test]
     fn a_view_bounds_what_a_token_sees() {
         let support = Patterns::only(["jira_*".to_owned(), "fs_read_*".to_owned()].iter());
-        let bound = Access::of_token(&[], &[], &[]).within(support.clone());
+        let bound = Access::of_token(&[], &[], &[], Some(support.clone()));
         assert!(!bound.sees_all());
         assert!(bound.may_use("jira_create") && !bound.may_use("fs_write_file"));
-        let narrower = Access::of_token(&["fs_*".into()], &[], &[]).within(support);
+        assert!(
+            !bound.may_prompt("jira_prompt"),
+            "a view-bound token: prompts by its patterns"
+        );
+        assert!(
+            !bound.may_read("jira"),
+            "and resources by its patterns, none by default"
+        );
+        let granted = Access::of_token(
+            &[],
+            &["jira_*".into()],
+            &["jira".into()],
+            Some(support.clone()),
+        );
+        assert!(granted.may_prompt("jira_prompt") && granted.may_read("jira"));
+        assert!(!granted.may_prompt("fs_prompt") && !granted.may_read("fs"));
+        let narrower = Access::of_token(&["fs_*".into()], &[], &[], Some(support));
         assert!(narrower.may_use("fs_read_file") && !narrower.may_use("jira_create"));
         let twice = narrower.within(Patterns::only(["fs_read_dir".to_owned()].iter()));
         assert!(twice.may_use("fs_read_dir") && !twice.may_use("fs_read_file"));
@@ -140,12 +167,12 @@ mod tests {
 
     #[test]
     fn static_tokens_see_their_patterns_or_everything() {
-        assert!(Access::of_token(&[], &[], &[]).sees_all());
-        let reader = Access::of_token(&["fs_read_*".into()], &[], &["fs".into()]);
+        assert!(Access::of_token(&[], &[], &[], None).sees_all());
+        let reader = Access::of_token(&["fs_read_*".into()], &[], &["fs".into()], None);
         assert!(reader.may_use("fs_read_file") && !reader.may_use("fs_write_file"));
         assert!(reader.may_read("fs") && !reader.may_read("memory"));
         assert!(!reader.may_prompt("fs_prompt"), "prompts default to none");
-        let all = Access::of_token(&[], &[], &[]);
+        let all = Access::of_token(&[], &[], &[], None);
         assert!(all.may_prompt("any") && all.may_read("any"));
     }
 

@@ -16,6 +16,7 @@ pub mod origin;
 pub mod outcome;
 pub mod overrides;
 pub mod paths;
+pub mod redact;
 pub mod reload;
 pub mod replicas;
 pub mod request_error;

@@ -53,6 +53,18 @@ impl Views {
         }
     }
 
+    /// A call to `tool` made through the view a request names (`view`, empty for none): the
+    /// same refusal for a tool outside the view as for an unknown tool, so a client of a view
+    /// learns nothing of the tools beyond it.
+    pub fn admit_call(&self, view: &str, tool: &str) -> Result<(), RequestError> {
+        match self.asked(view)? {
+            Some(patterns) if !patterns.matches(tool) => Err(RequestError::UnknownTool {
+                name: tool.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The view asked for by a request field: none when the field is empty.
     pub fn asked(&self, name: &str) -> Result<Option<&Patterns>, RequestError> {
         if name.is_empty() {
@@ -76,6 +88,12 @@ mod tests {
         let support = views.get("support").unwrap();
         assert!(support.matches("jira_create") && !support.matches("k8s_get1"));
         assert!(views.asked("").unwrap().is_none());
+        assert!(views.admit_call("", "anything").is_ok());
+        assert!(views.admit_call("support", "jira_create").is_ok());
+        let outside = views.admit_call("support", "k8s_get1").unwrap_err();
+        assert!(matches!(outside, RequestError::UnknownTool { name } if name == "k8s_get1"));
+        let unknown = views.admit_call("sales", "jira_create").unwrap_err();
+        assert!(matches!(unknown, RequestError::UnknownView { .. }));
         let unknown = views.get("sales").unwrap_err().to_string();
         assert!(
             unknown.contains("\"sales\"") && unknown.contains("ops, support"),

@@ -137,6 +137,10 @@ impl BrokerService {
         let trace =
             TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));
         tracing::Span::current().record("tool", request.name.as_str());
+        if !request.view.is_empty() {
+            let views = &self.broker.snapshot().views;
+            views.admit_call(&request.view, &request.name)?;
+        }
         if !caller.may_use(&request.name) {
             return Err(RequestError::PermissionDenied {
                 caller: caller.key.id,

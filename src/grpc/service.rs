@@ -170,13 +170,17 @@ impl ToolBroker for Arc<BrokerService> {
 
     async fn list_servers(
         &self,
-        _request: Request<proto::ListServersRequest>,
+        request: Request<proto::ListServersRequest>,
     ) -> Result<Response<proto::ListServersResponse>, Status> {
         observe("ListServers", async {
+            let caller = auth::caller(request.extensions());
             let snapshot = self.broker.snapshot();
+            let visibility =
+                Visibility::new(Vec::new(), String::new(), caller, &snapshot).map_err(refused)?;
             let servers = snapshot
                 .catalog
                 .servers()
+                .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
                 .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
                 .collect();
             Ok(Response::new(proto::ListServersResponse { servers }))

@@ -8,7 +8,7 @@ use crate::{
     auth::Caller,
     broker::Snapshot,
     domain::{
-        catalog::{Change, Event},
+        catalog::{Catalog, Change, Event},
         grants::Patterns,
         request_error::RequestError,
         tool::ExposedTool,
@@ -71,6 +71,16 @@ impl Visibility {
         self.servers.is_empty() || self.servers.iter().any(|s| s == server)
     }
 
+    /// Whether the status of server `name` is visible: a server asked for and, for a caller
+    /// that does not see every tool, one that offers a tool this request may see or whose
+    /// resources its caller may read (the servers of others stay unnamed).
+    pub fn server_status(&self, name: &str, catalog: &Catalog) -> bool {
+        self.server(name)
+            && (self.caller.sees_all()
+                || self.caller.may_read(name)
+                || catalog.server_offers(name, |tool| self.caller.may_use(tool)))
+    }
+
     /// Whether a tool is visible.
     pub fn tool(&self, tool: &ExposedTool) -> bool {
         self.server(tool.server.as_str()) && self.name(tool.name.as_str())
@@ -92,9 +102,21 @@ impl Visibility {
     }
 
     /// A catalog event as this request may see it, if it may see any of it (a `Views` event
-    /// is the stream's to act on, not to pass on).
-    pub fn event(&self, event: &Event) -> Option<proto::WatchEvent> {
-        if !self.server(event.server()?.as_str()) {
+    /// is the stream's to act on, not to pass on); `catalog` is asked for only to decide on a
+    /// server's status.
+    pub fn event(
+        &self,
+        event: &Event,
+        catalog: impl FnOnce() -> Arc<Snapshot>,
+    ) -> Option<proto::WatchEvent> {
+        let server = event.server()?.as_str();
+        if !self.server(server) {
+            return None;
+        }
+        if let Change::Server(_) = &event.change
+            && !self.caller.sees_all()
+            && !self.server_status(server, &catalog().catalog)
+        {
             return None;
         }
         if let Change::Resources(server) = &event.change

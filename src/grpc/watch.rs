@@ -96,7 +96,8 @@ impl Watcher {
                 }
                 Ok(event) => {
                     self.seen = event.revision;
-                    if let Some(visible) = self.visibility.event(&event) {
+                    let broker = &self.feed.broker;
+                    if let Some(visible) = self.visibility.event(&event, || broker.snapshot()) {
                         return Some((self.checked(visible), self));
                     }
                 }
@@ -174,7 +175,7 @@ fn snapshot_event(
     let servers = snapshot
         .catalog
         .servers()
-        .filter(|view| visibility.server(view.name.as_str()))
+        .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
         .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
         .collect();
     proto::WatchEvent {

@@ -4,10 +4,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex, MutexGuard, PoisonError, Weak,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
     time::{Duration, Instant},
 };
 
@@ -21,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 use super::session::Session;
 
 /// The prefix of the ids of the questions the face asks on a call's own answer stream: rmcp's
-/// peer numbers its own requests, so these cannot collide with them.
+/// peer numbers its own requests, so these cannot collide with them. The rest is 128 random
+/// bits: an id seen once tells nothing of another session's questions.
 pub const QUESTION_PREFIX: &str = "toolbroker-question-";
 
 /// An answer to a question: the client's result, or the error it sent.
@@ -31,7 +29,6 @@ pub type Answer = Result<ClientResult, String>;
 #[derive(Default)]
 pub struct Directory {
     entries: Mutex<HashMap<SessionId, Entry>>,
-    next_question: AtomicU64,
 }
 
 /// One session.
@@ -48,8 +45,8 @@ struct Entry {
     /// The calls answered directly, by request id: cancelled by the client's
     /// `notifications/cancelled`.
     calls: HashMap<RequestId, CancellationToken>,
-    /// The questions asked on those calls' streams, by number.
-    questions: HashMap<u64, oneshot::Sender<Answer>>,
+    /// The questions asked on those calls' streams, by their ids' random part.
+    questions: HashMap<String, oneshot::Sender<Answer>>,
 }
 
 impl Directory {
@@ -151,32 +148,32 @@ impl Directory {
 
     /// A new question for the client of session `id`: its id, and where its answer comes.
     pub fn ask(&self, id: &SessionId) -> (RequestId, oneshot::Receiver<Answer>) {
-        let number = self.next_question.fetch_add(1, Ordering::Relaxed);
+        let token = unguessable();
+        let request = RequestId::String(format!("{QUESTION_PREFIX}{token}").into());
         let (answer, answered) = oneshot::channel();
         if let Some(entry) = self.entries().get_mut(id) {
-            entry.questions.insert(number, answer);
+            entry.questions.insert(token, answer);
         }
-        let request = RequestId::String(format!("{QUESTION_PREFIX}{number}").into());
         (request, answered)
     }
 
     /// The question `request` of session `id` needs no answer any more.
     pub fn forget(&self, id: &SessionId, request: &RequestId) {
-        if let (Some(entry), Some(number)) = (self.entries().get_mut(id), question(request)) {
-            entry.questions.remove(&number);
+        if let (Some(entry), Some(token)) = (self.entries().get_mut(id), question(request)) {
+            entry.questions.remove(token);
         }
     }
 
     /// The client of session `id` answered `request`: true if it was one of the face's
     /// questions (now delivered).
     pub fn answer(&self, id: &SessionId, request: &RequestId, answer: Answer) -> bool {
-        let Some(number) = question(request) else {
+        let Some(token) = question(request) else {
             return false;
         };
         let waiting = self
             .entries()
             .get_mut(id)
-            .and_then(|entry| entry.questions.remove(&number));
+            .and_then(|entry| entry.questions.remove(token));
         match waiting {
             Some(waiting) => {
                 let _ = waiting.send(answer);
@@ -218,12 +215,20 @@ pub fn is_question(request: &RequestId) -> bool {
     question(request).is_some()
 }
 
-/// The number of one of the face's questions, from its id.
-fn question(request: &RequestId) -> Option<u64> {
+/// The random part of one of the face's question ids.
+fn question(request: &RequestId) -> Option<&str> {
     match request {
-        RequestId::String(id) => id.strip_prefix(QUESTION_PREFIX)?.parse().ok(),
+        RequestId::String(id) => id.strip_prefix(QUESTION_PREFIX),
         RequestId::Number(_) => None,
     }
+}
+
+/// 128 bits from the operating system's random source, in decimal.
+fn unguessable() -> String {
+    let mut bytes = [0u8; 16];
+    // The OS source fails only where nothing can run (no /dev/urandom, no getrandom(2)).
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    u128::from_be_bytes(bytes).to_string()
 }
 
 #[cfg(test)]
@@ -271,6 +276,27 @@ mod tests {
         let (forgotten, _answered) = directory.ask(&id("a"));
         directory.forget(&id("a"), &forgotten);
         assert!(!directory.answer(&id("a"), &forgotten, answer()));
+    }
+
+    #[test]
+    fn question_ids_are_not_guessable_from_one_seen() {
+        let directory = Directory::default();
+        directory.open(&id("alice"));
+        directory.open(&id("bob"));
+        let (seen, _mine) = directory.ask(&id("bob"));
+        let (hers, mut answered) = directory.ask(&id("alice"));
+        let random = |q: &RequestId| question(q).unwrap().parse::<u128>().unwrap();
+        // Bob, holding his own question id, tries the ones just before and after it.
+        for guess in [random(&seen).wrapping_add(1), random(&seen).wrapping_sub(1)] {
+            let guess = RequestId::String(format!("{QUESTION_PREFIX}{guess}").into());
+            assert!(!directory.answer(&id("alice"), &guess, Ok(ClientResult::empty(()))));
+        }
+        assert!(answered.try_recv().is_err());
+        assert_ne!(random(&hers), random(&seen));
+        assert!(
+            random(&hers).abs_diff(random(&seen)) > 1 << 64,
+            "far apart, not a sequence"
+        );
     }
 
     #[test]

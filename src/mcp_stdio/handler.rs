@@ -337,6 +337,7 @@ impl ServerHandler for StdioFace {
         let call = proto::CallToolRequest {
             name: request.name.into_owned(),
             arguments_json: arguments.to_string(),
+            view: self.view.clone(),
             ..Default::default()
         };
         // Cancelled by the client: the stream is dropped with the call's future, which the

@@ -16,6 +16,7 @@ use super::{
     names::{ExposedName, ServerName},
     offer::{ExposedPrompt, PromptSpec, Resources},
     overrides::ToolRule,
+    redact,
     state::{ServerCondition, ServerState},
     tool::{ExposedTool, ToolSpec},
 };
@@ -173,7 +174,7 @@ impl Entry {
         Entry {
             view: ServerView {
                 name: policy.name.clone(),
-                message: condition.message.clone(),
+                message: redact::urls(&condition.message).into_owned(),
                 condition: condition.clone(),
                 tool_count: 0,
             },
@@ -245,6 +246,22 @@ impl Catalog {
                 })
             })
             .map(|entry| &entry.view)
+    }
+
+    /// Whether server `name` offers, or offered while it was READY, a tool whose exposed name
+    /// `wanted` accepts: what a restricted caller's view of the servers is made of.
+    pub fn server_offers(&self, name: &str, wanted: impl Fn(&str) -> bool) -> bool {
+        self.servers
+            .iter()
+            .filter(|entry| entry.policy.name.as_str() == name)
+            .any(|entry| {
+                entry.offered.iter().any(|spec| {
+                    entry
+                        .policy
+                        .rule(spec.original.as_str())
+                        .is_some_and(|rule| wanted(entry.policy.exposed_name(&rule).0.as_str()))
+                })
+            })
     }
 
     /// The exposed prompts of READY servers, sorted by exposed name.
@@ -383,7 +400,8 @@ impl Catalog {
             let view = ServerView {
                 name: entry.policy.name.clone(),
                 condition: entry.condition.clone(),
-                message: compose_message(&entry.condition.message, &notes.status),
+                message: redact::urls(&compose_message(&entry.condition.message, &notes.status))
+                    .into_owned(),
                 tool_count: notes.tool_count,
             };
             entry.warnings = notes.warnings;
