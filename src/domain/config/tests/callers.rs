@@ -90,6 +90,26 @@ fn caller_values_are_only_for_the_process_and_headers_of_per_caller_servers() {
 }
 
 #[test]
+fn a_callers_token_is_refused_in_args_and_kept_in_env_and_headers() {
+    assert_errors(
+        "servers: [{name: a, command: x, isolation: per-caller, \
+         args: ['--verbose', '--token=${caller.token}']}]",
+        &[(
+            "servers[0] (a).args[1]",
+            "${caller.token} may not be in args: a command line is readable by every local user",
+        )],
+    );
+    let config = parse_with_env(
+        "servers:\n\
+         - {name: a, command: x, isolation: per-caller, env: {TOKEN: '${caller.token}'}}\n\
+         - {name: b, url: 'http://h', isolation: per-caller, \
+            headers: {Authorization: 'Bearer ${caller.token}'}}",
+    )
+    .unwrap();
+    assert_eq!(config.servers.len(), 2);
+}
+
+#[test]
 fn per_caller_fields_are_checked() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
