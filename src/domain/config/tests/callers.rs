@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{errors::assert_errors, parse_with_env};
 use crate::domain::{
-    caller::{CallerRef, Template},
+    caller::{CallerKind, CallerRef, Template},
     config::{Isolation, JwksSource, TransportSpec},
 };
 
@@ -107,6 +107,19 @@ fn a_callers_token_is_refused_in_args_and_kept_in_env_and_headers() {
     )
     .unwrap();
     assert_eq!(config.servers.len(), 2);
+}
+
+#[test]
+fn discovery_renders_its_id_against_the_first_kind_of_caller() {
+    let config = parse_with_env(
+        "auth: {tokens: [{name: t, value_env: TOKEN}]}\n\
+         servers: [{name: a, command: x, isolation: per-caller}]",
+    )
+    .unwrap();
+    let Isolation::PerCaller(per_caller) = &config.servers[0].isolation else {
+        panic!("per-caller")
+    };
+    assert_eq!(per_caller.discovery.first_kind, CallerKind::Token);
 }
 
 #[test]
