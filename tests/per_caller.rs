@@ -116,7 +116,13 @@ async fn each_caller_gets_a_memory_store_of_its_own() {
 #[tokio::test]
 async fn caller_values_fill_args_env_and_cwd_and_cannot_leave_their_folder() {
     let dir = tempfile::tempdir().unwrap();
-    for folder in ["alice", ".._.._etc", "discovery"] {
+    // `${caller.id}` as the README says: a plain id of the first kind (tokens) as it is, anything
+    // else readable part ~ sha256(kind NUL id)[..16]; the discovery session is anonymous.
+    let (etc, discovery) = (
+        "etc~7e96a1004d7d7b0f",
+        "anonymous.discovery~55034732b88b865b",
+    );
+    for folder in ["alice", etc, discovery] {
         std::fs::create_dir(dir.path().join(folder)).unwrap();
     }
     let server = per_caller_demo()
@@ -135,7 +141,7 @@ async fn caller_values_fill_args_env_and_cwd_and_cannot_leave_their_folder() {
         .unwrap();
     assert_eq!(
         alice["env"],
-        json!({"CALLER_HOME": "/data/alice", "TENANT": "blue_green"})
+        json!({"CALLER_HOME": "/data/alice", "TENANT": "blue_green~1987874e14c798a2"})
     );
     assert_eq!(alice["cwd"], dir.path().join("alice").display().to_string());
     assert_eq!(alice["args"], json!(["demo-server", "--tag", "alice"]));
@@ -143,11 +149,8 @@ async fn caller_values_fill_args_env_and_cwd_and_cannot_leave_their_folder() {
     let sneaky = whoami(&broker, "../../etc", &[("x-tenant", "red")], &env)
         .await
         .unwrap();
-    assert_eq!(sneaky["env"]["CALLER_HOME"], "/data/.._.._etc");
-    assert_eq!(
-        sneaky["cwd"],
-        dir.path().join(".._.._etc").display().to_string()
-    );
+    assert_eq!(sneaky["env"]["CALLER_HOME"], format!("/data/{etc}"));
+    assert_eq!(sneaky["cwd"], dir.path().join(etc).display().to_string());
     assert_ne!(alice["pid"], sneaky["pid"], "a process each");
     let again = whoami(&broker, "alice", &[("x-tenant", "blue/green")], &env)
         .await

@@ -140,6 +140,7 @@ mod tests {
             entry: AuditEntry {
                 ts: String::new(),
                 caller: None,
+                caller_kind: None,
                 tool: "t".into(),
                 server: None,
                 code: "OK",

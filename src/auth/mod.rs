@@ -1,6 +1,7 @@
 //! Who is calling: a static bearer token (compared in constant time, several at once for
-//! rotation), a JWT verified against the issuer's JWKS, or a client certificate's subject CN;
-//! `anonymous` when auth is off. Each caller comes with the tools it may use. The gate is
+//! rotation), a JWT verified against the issuer's JWKS, or a client certificate's identity
+//! (its first URI SAN, DNS SAN or email SAN, else its subject CN); `anonymous` when auth is
+//! off. Each caller comes with the tools it may use. The gate is
 //! checked for every ToolBroker and reflection request (see `grpc::authenticate`); health
 //! stays open for probes.
 
@@ -37,6 +38,9 @@ pub struct Caller {
     token: Option<SecretString>,
     /// Its JWT's claims.
     claims: Option<Arc<Map<String, Value>>>,
+    /// The first kind of caller the config accepts (whose plain ids `${caller.id}` writes as
+    /// they are).
+    first_kind: CallerKind,
 }
 
 impl Caller {
@@ -47,6 +51,26 @@ impl Caller {
             access: Access::ALL,
             token: None,
             claims: None,
+            first_kind: CallerKind::Anonymous,
+        }
+    }
+
+    /// The first kind of caller the config accepts: see [`CallerValues::first_kind`].
+    ///
+    /// [`CallerValues::first_kind`]: crate::domain::caller::CallerValues::first_kind
+    pub fn first_kind(&self) -> CallerKind {
+        self.first_kind
+    }
+
+    /// A caller of `kind` named `id`, with `access`, no token and no claims (the gate sets
+    /// its first kind).
+    fn new(kind: CallerKind, id: String, access: Access) -> Self {
+        Self {
+            key: CallerKey { kind, id },
+            access,
+            token: None,
+            claims: None,
+            first_kind: CallerKind::Anonymous,
         }
     }
 
@@ -90,6 +114,7 @@ pub struct Credentials {
     tokens: StaticTokens,
     jwt: Option<JwtVerifier>,
     require_client_cert: bool,
+    first_kind: CallerKind,
 }
 
 impl Credentials {
@@ -102,6 +127,7 @@ impl Credentials {
                 tokens,
                 jwt,
                 require_client_cert: auth.client_ca.is_some(),
+                first_kind: auth.first_kind(),
             }),
             (tokens, jwt) => {
                 let mut errors = tokens.err().unwrap_or_default();
@@ -166,15 +192,17 @@ impl Gate {
         if !credentials.enabled() {
             return Ok(Caller::anyone());
         }
-        admit(&credentials, headers, certs)
+        let mut caller = admit(&credentials, headers, certs)
             .await
-            .map_err(RequestError::Unauthenticated)
+            .map_err(RequestError::Unauthenticated)?;
+        caller.first_kind = credentials.first_kind;
+        Ok(caller)
     }
 }
 
 /// Checks a request's certificate, then its bearer token: a JWT when it looks like one and JWTs
 /// are configured, else one of the static tokens. With only a client CA configured, the
-/// certificate names the caller.
+/// certificate names the caller (and one that names no identity is refused).
 async fn admit(
     credentials: &Credentials,
     headers: &http::HeaderMap,
@@ -186,17 +214,9 @@ async fn admit(
     }
     if credentials.tokens.is_empty() && credentials.jwt.is_none() {
         let id = cert
-            .and_then(certificate::subject_cn)
-            .unwrap_or_else(|| "client certificate".into());
-        return Ok(Caller {
-            key: CallerKey {
-                kind: CallerKind::Certificate,
-                id,
-            },
-            access: Access::ALL,
-            token: None,
-            claims: None,
-        });
+            .and_then(certificate::identity)
+            .ok_or(AuthFailure::NoCertificateIdentity)?;
+        return Ok(Caller::new(CallerKind::Certificate, id, Access::ALL));
     }
     let presented = bearer(headers)?;
     if let Some(verifier) = &credentials.jwt
@@ -204,13 +224,9 @@ async fn admit(
     {
         let verified = verifier.verify(presented).await.map_err(AuthFailure::Jwt)?;
         return Ok(Caller {
-            key: CallerKey {
-                kind: CallerKind::Jwt,
-                id: verified.id,
-            },
-            access: verified.access,
             token: Some(presented.to_owned().into()),
             claims: Some(verified.claims),
+            ..Caller::new(CallerKind::Jwt, verified.id, verified.access)
         });
     }
     let (name, access) = credentials
@@ -218,13 +234,8 @@ async fn admit(
         .find(presented)
         .ok_or(AuthFailure::InvalidToken)?;
     Ok(Caller {
-        key: CallerKey {
-            kind: CallerKind::Token,
-            id: name.to_owned(),
-        },
-        access: access.clone(),
         token: Some(presented.to_owned().into()),
-        claims: None,
+        ..Caller::new(CallerKind::Token, name.to_owned(), access.clone())
     })
 }
 

@@ -231,25 +231,72 @@ async fn a_client_certificate_is_required_when_a_ca_is_configured() {
     );
 }
 
-#[tokio::test]
-async fn a_client_certificate_names_its_caller_by_its_subject_cn() {
+/// A self-signed certificate with these SANs and, if given, this subject CN (and nothing else
+/// in its subject).
+fn certificate(sans: Vec<rcgen::SanType>, cn: Option<&str>) -> CertificateDer<'static> {
     let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["agent.local".to_owned()]).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "agent-7");
-    let cert = params.self_signed(&key).unwrap().der().clone();
-    assert_eq!(certificate::subject_cn(&cert).as_deref(), Some("agent-7"));
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    if let Some(cn) = cn {
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+    }
+    params.subject_alt_names = sans;
+    params.self_signed(&key).unwrap().der().clone()
+}
 
+#[tokio::test]
+async fn a_client_certificate_names_its_caller_by_uri_dns_email_san_then_cn() {
+    use rcgen::SanType::{DnsName, Rfc822Name, URI};
+    let uri = |text: &str| URI(text.try_into().unwrap());
+    let dns = |text: &str| DnsName(text.try_into().unwrap());
+    let email = |text: &str| Rfc822Name(text.try_into().unwrap());
     let config = parse("tls: {cert: c, key: k}\nauth: {client_ca: ca.pem}", &|_| {
         None
     })
     .unwrap();
     let gate = Gate::new(Credentials::load(&config.auth, &Views::new(&config.views)).unwrap());
-    let caller = gate
-        .admit(&headers(None), Some(std::slice::from_ref(&cert)))
-        .await
-        .unwrap();
-    assert_eq!(caller.key.kind, CallerKind::Certificate);
-    assert_eq!(caller.key.id, "agent-7");
+    let spiffe = "spiffe://example.org/ns/prod/sa/billing";
+    let cases = [
+        (
+            certificate(
+                vec![email("a@x.org"), dns("a.local"), uri(spiffe)],
+                Some("a"),
+            ),
+            Some(spiffe),
+        ),
+        (
+            certificate(vec![uri("spiffe://x/one"), uri("spiffe://x/two")], None),
+            Some("spiffe://x/one"),
+        ),
+        (
+            certificate(vec![email("a@x.org"), dns("a.local")], Some("a")),
+            Some("a.local"),
+        ),
+        (
+            certificate(vec![email("a@x.org")], Some("a")),
+            Some("a@x.org"),
+        ),
+        (certificate(vec![], Some("agent-7")), Some("agent-7")),
+        (certificate(vec![], None), None),
+        (certificate(vec![], Some("")), None),
+    ];
+    for (cert, want) in cases {
+        let admitted = gate
+            .admit(&headers(None), Some(std::slice::from_ref(&cert)))
+            .await;
+        match want {
+            Some(id) => {
+                let caller = admitted.unwrap();
+                assert_eq!(caller.key.kind, CallerKind::Certificate);
+                assert_eq!(caller.key.id, id);
+                assert_eq!(caller.first_kind(), CallerKind::Certificate);
+            }
+            None => assert_eq!(
+                admitted.unwrap_err(),
+                RequestError::Unauthenticated(AuthFailure::NoCertificateIdentity)
+            ),
+        }
+    }
 }

@@ -19,9 +19,12 @@ pub const MAX_AUDITED_TOOL: usize = 256;
 pub struct AuditEntry {
     /// When the call arrived, RFC 3339 with milliseconds, UTC.
     pub ts: String,
-    /// The caller's id (a token's name, a JWT's caller claim, a certificate's CN, `anonymous`);
-    /// `None` when the caller was not admitted.
+    /// The caller's id (a token's name, a JWT's caller claim, a certificate's identity,
+    /// `anonymous`); `None` when the caller was not admitted.
     pub caller: Option<String>,
+    /// How it proved it: `token`, `jwt`, `cert` or `anonymous` (`None` with `caller`): a
+    /// token and a JWT may bear the same id, and are two callers.
+    pub caller_kind: Option<&'static str>,
     /// The tool asked for (its exposed name).
     pub tool: String,
     /// The server the tool belongs to, when it is known.
@@ -96,6 +99,7 @@ mod tests {
         let entry = AuditEntry {
             ts: timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_500)),
             caller: Some("alice".into()),
+            caller_kind: Some("jwt"),
             tool: "fs_read".into(),
             server: None,
             code: "NOT_FOUND",
@@ -109,7 +113,8 @@ mod tests {
         assert_eq!(
             line,
             serde_json::json!({
-                "ts": "1970-01-01T00:00:01.500Z", "caller": "alice", "tool": "fs_read",
+                "ts": "1970-01-01T00:00:01.500Z", "caller": "alice", "caller_kind": "jwt",
+                "tool": "fs_read",
                 "server": null, "code": "NOT_FOUND", "is_error": false,
                 "duration_ms": 1234.567, "trace_id": null,
             })

@@ -1,8 +1,10 @@
 //! Who is calling, and the caller values a per-caller server's config is filled in with:
 //! `${caller.id}`, `${caller.token}`, `${caller.header.NAME}`, `${caller.claim.NAME}`. A
 //! [`Template`] is a config string with such references left in (environment variables are
-//! already expanded); [`Template::render`] fills them in for one caller, made path-safe where
-//! the value lands in a path, an argument or the environment. Pure.
+//! already expanded); [`Template::render`] fills them in for one caller, rendered injectively
+//! (see [`render`]) where the value lands in a path, an argument or the environment. Pure.
+
+mod render;
 
 use std::{borrow::Cow, fmt};
 
@@ -18,8 +20,21 @@ pub enum CallerKind {
     Token,
     /// A verified JWT, by its caller claim.
     Jwt,
-    /// A client certificate, by its subject CN.
+    /// A client certificate, by its identity (URI, DNS or email SAN, else subject CN).
     Certificate,
+}
+
+impl CallerKind {
+    /// Its name in audit lines (`caller_kind`) and in rendered ids: `token`, `jwt`, `cert`,
+    /// `anonymous`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallerKind::Anonymous => "anonymous",
+            CallerKind::Token => "token",
+            CallerKind::Jwt => "jwt",
+            CallerKind::Certificate => "cert",
+        }
+    }
 }
 
 /// A caller's identity: what per-caller sessions are keyed by.
@@ -41,9 +56,10 @@ impl CallerKey {
     }
 }
 
+/// `kind:id`, as in logs: `token:alice`, `cert:spiffe://example.org/agent`.
 impl fmt::Display for CallerKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.id)
+        write!(f, "{}:{}", self.kind.name(), self.id)
     }
 }
 
@@ -51,6 +67,10 @@ impl fmt::Display for CallerKey {
 pub trait CallerValues: Send + Sync {
     /// Who it is.
     fn key(&self) -> &CallerKey;
+    /// The kind whose plain ids `${caller.id}` writes as they are: the first the `auth`
+    /// section configures (tokens, then JWTs, then client certificates; anonymous without
+    /// auth). Ids of any other kind are written with their kind and a digest.
+    fn first_kind(&self) -> CallerKind;
     /// The bearer token as it was received: `${caller.token}`.
     fn token(&self) -> Option<&str>;
     /// A request header (gRPC metadata) it sent; `name` is lower-case.
@@ -128,11 +148,13 @@ pub struct Template {
     parts: Vec<Part>,
 }
 
-/// Where a rendered value goes, which says whether caller values are made path-safe first.
+/// Where a rendered value goes, which says whether caller values are rendered injectively
+/// first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Destination {
-    /// An argument, an environment variable or the working directory: caller values are made
-    /// path-safe, so that a caller named `../../etc` cannot leave its folder.
+    /// An argument, an environment variable or the working directory: caller values are
+    /// rendered injectively (see [`render`]), so that a caller named `../../etc` cannot leave
+    /// its folder, `--serial` is no option, and two callers never share a file.
     Process,
     /// An HTTP header: values as they are (a header value is checked by HTTP itself).
     Header,
@@ -204,7 +226,7 @@ impl Template {
             .collect()
     }
 
-    /// The value for `caller`, caller values made path-safe for a process destination.
+    /// The value for `caller`, caller values rendered injectively for a process destination.
     pub fn render(
         &self,
         caller: &dyn CallerValues,
@@ -217,9 +239,12 @@ impl Template {
                 Part::Caller(reference) => {
                     let value =
                         lookup(caller, reference).ok_or_else(|| MissingValue(reference.clone()))?;
-                    match to {
-                        Destination::Process => out.push_str(&path_safe(&value)),
-                        Destination::Header => out.push_str(&value),
+                    match (to, reference) {
+                        (Destination::Process, CallerRef::Id) => {
+                            out.push_str(&render::rendered_id(caller.key(), caller.first_kind()));
+                        }
+                        (Destination::Process, _) => out.push_str(&render::rendered_value(&value)),
+                        (Destination::Header, _) => out.push_str(&value),
                     }
                 }
             }
@@ -254,32 +279,14 @@ fn lookup<'a>(caller: &'a dyn CallerValues, reference: &CallerRef) -> Option<Cow
     value.filter(|v| !v.is_empty())
 }
 
-/// `value` with anything but `[A-Za-z0-9._@-]` replaced by `_`, and never `.` or `..` alone:
-/// safe as a file name, an argument or part of a path.
-pub fn path_safe(value: &str) -> String {
-    let safe: String = value
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._@-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    match safe.as_str() {
-        "" => "_".into(),
-        "." | ".." => safe.replace('.', "_"),
-        _ => safe,
-    }
-}
-
 /// Caller values given in the config: the values of the session that lists a per-caller
 /// server's tools (`discovery`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedCaller {
-    /// Its key (id `discovery` unless configured).
+    /// Its key (anonymous, id `discovery` unless configured).
     pub key: CallerKey,
+    /// The first kind the `auth` section configures (see [`CallerValues::first_kind`]).
+    pub first_kind: CallerKind,
     /// Its token, if configured.
     pub token: Option<SecretText>,
     /// Its headers (names lower-case).
@@ -295,6 +302,7 @@ impl Default for FixedCaller {
                 kind: CallerKind::Anonymous,
                 id: "discovery".into(),
             },
+            first_kind: CallerKind::Anonymous,
             token: None,
             headers: Vec::new(),
             claims: Vec::new(),
@@ -305,6 +313,10 @@ impl Default for FixedCaller {
 impl CallerValues for FixedCaller {
     fn key(&self) -> &CallerKey {
         &self.key
+    }
+
+    fn first_kind(&self) -> CallerKind {
+        self.first_kind
     }
 
     fn token(&self) -> Option<&str> {

@@ -312,6 +312,9 @@ pub enum AuthFailure {
     InvalidToken,
     /// No client certificate, where the config requires one.
     ClientCertificateRequired,
+    /// A client certificate (the caller's identity) with no URI, DNS or email SAN and no
+    /// subject CN.
+    NoCertificateIdentity,
     /// A JWT that failed a check.
     Jwt(JwtFailure),
 }
@@ -327,6 +330,7 @@ impl fmt::Display for AuthFailure {
             AuthFailure::ClientCertificateRequired => {
                 "a client certificate signed by the configured CA is required"
             }
+            AuthFailure::NoCertificateIdentity => "the client certificate names no identity",
             AuthFailure::Jwt(failure) => return write!(f, "the JWT was refused: {failure}"),
         })
     }

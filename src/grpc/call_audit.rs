@@ -15,6 +15,7 @@ use crate::{
     broker::Broker,
     domain::{
         audit::{AuditEntry, audited_arguments, audited_tool, milliseconds, timestamp},
+        caller::CallerKey,
         request_error::RequestError,
     },
     proto,
@@ -24,7 +25,7 @@ use crate::{
 pub struct Draft {
     ts: SystemTime,
     started: Instant,
-    caller: Option<String>,
+    caller: Option<CallerKey>,
     tool: String,
     trace_id: Option<String>,
     arguments: Option<serde_json::Value>,
@@ -42,8 +43,8 @@ impl Draft {
     ) -> Self {
         let caller = match (extensions.get::<Refused>(), extensions.get::<Caller>()) {
             (Some(_), _) => None,
-            (None, Some(caller)) => Some(caller.key.id.clone()),
-            (None, None) => Some(Caller::anyone().key.id),
+            (None, Some(caller)) => Some(caller.key.clone()),
+            (None, None) => Some(Caller::anyone().key),
         };
         let arguments = with_arguments.then(|| match &call.arguments {
             Some(structured) => convert::struct_to_json(structured.clone())
@@ -63,7 +64,7 @@ impl Draft {
     /// A line begun now for a call of `tool` by `caller` (none if refused at the gate), in
     /// trace `trace_id`, with `arguments` (as sent) when they are audited.
     pub fn of(
-        caller: Option<String>,
+        caller: Option<CallerKey>,
         tool: String,
         trace_id: Option<String>,
         arguments: Option<serde_json::Value>,
@@ -105,9 +106,14 @@ impl Draft {
             // The caller went away (cancelled, or its deadline passed) before the answer.
             None => ("CANCELLED", false, owner(&self.tool)),
         };
+        let (caller_kind, caller) = match self.caller {
+            Some(key) => (Some(key.kind.name()), Some(key.id)),
+            None => (None, None),
+        };
         let entry = AuditEntry {
             ts: timestamp(self.ts),
-            caller: self.caller,
+            caller,
+            caller_kind,
             tool: audited_tool(self.tool),
             server,
             code,

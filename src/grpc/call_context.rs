@@ -7,7 +7,7 @@ use tonic::metadata::MetadataMap;
 
 use crate::{
     auth::Caller,
-    domain::caller::{CallerKey, CallerValues},
+    domain::caller::{CallerKey, CallerKind, CallerValues},
 };
 
 /// Who made a call, and what it sent with it.
@@ -21,6 +21,10 @@ pub struct CallContext {
 impl CallerValues for CallContext {
     fn key(&self) -> &CallerKey {
         &self.caller.key
+    }
+
+    fn first_kind(&self) -> CallerKind {
+        self.caller.first_kind()
     }
 
     fn token(&self) -> Option<&str> {

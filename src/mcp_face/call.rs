@@ -86,7 +86,7 @@ impl Face {
         let arguments = request.arguments.unwrap_or_default();
         let pending = self.audit.as_ref().map(|audit| Pending {
             draft: Some(Draft::of(
-                Some(caller.key.id.clone()),
+                Some(caller.key.clone()),
                 request.name.to_string(),
                 trace_id,
                 audit

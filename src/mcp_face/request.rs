@@ -15,7 +15,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use crate::{
     auth::Caller,
     domain::{
-        caller::{CallerKey, CallerValues},
+        caller::{CallerKey, CallerKind, CallerValues},
         grants::Patterns,
         request_error::RequestError,
         views::Views,
@@ -87,6 +87,10 @@ pub struct FaceCaller<'a> {
 impl CallerValues for FaceCaller<'_> {
     fn key(&self) -> &CallerKey {
         &self.caller.key
+    }
+
+    fn first_kind(&self) -> CallerKind {
+        self.caller.first_kind()
     }
 
     fn token(&self) -> Option<&str> {

@@ -1,6 +1,8 @@
 //! A private certificate authority for TLS tests: server and client certificates, as PEM.
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType,
+};
 
 /// A fresh CA.
 pub struct Ca {
@@ -38,6 +40,23 @@ impl Ca {
             .unwrap()
             .signed_by(&key, &self.issuer)
             .unwrap();
+        Issued {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+
+    /// A client certificate naming exactly these SANs and, if given, this subject CN (nothing
+    /// else in its subject), signed by this CA.
+    pub fn issue_identity(&self, sans: Vec<SanType>, cn: Option<&str>) -> Issued {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        params.subject_alt_names = sans;
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
         Issued {
             cert: cert.pem(),
             key: key.serialize_pem(),

@@ -11,6 +11,9 @@ impl CallerValues for Caller {
     fn key(&self) -> &CallerKey {
         &self.key
     }
+    fn first_kind(&self) -> CallerKind {
+        CallerKind::Jwt
+    }
     fn token(&self) -> Option<&str> {
         self.token
     }
@@ -40,7 +43,7 @@ fn template(text: &str) -> Template {
 }
 
 #[test]
-fn caller_values_are_filled_in_and_made_path_safe_for_processes() {
+fn caller_values_are_filled_in_and_rendered_injectively_for_processes() {
     let alice = caller("alice");
     let cases = [
         (
@@ -51,7 +54,7 @@ fn caller_values_are_filled_in_and_made_path_safe_for_processes() {
         (
             "${caller.header.X-Tenant}",
             Destination::Process,
-            "blue_green",
+            "blue_green~1987874e14c798a2",
         ),
         (
             "${caller.header.x-tenant}",
@@ -75,19 +78,47 @@ fn caller_values_are_filled_in_and_made_path_safe_for_processes() {
 }
 
 #[test]
-fn a_caller_cannot_leave_its_folder() {
-    for (id, want) in [
-        ("../../etc", ".._.._etc"),
-        ("..", "__"),
-        (".", "_"),
-        ("a b/c\\d", "a_b_c_d"),
-        ("bob@example.com", "bob@example.com"),
-    ] {
+fn a_caller_cannot_leave_its_folder_nor_pass_an_option() {
+    for id in ["../../etc", "..", ".", "a b/c\\d", "-rf", "--serial"] {
+        let rendered = template("/data/${caller.id}")
+            .render(&caller(id), Destination::Process)
+            .unwrap();
+        let name = rendered.strip_prefix("/data/").unwrap();
+        assert!(!name.contains('/'), "{id}: {rendered}");
+        assert!(!name.starts_with(['.', '-']), "{id}: {rendered}");
+    }
+    let mut rogue = caller("alice");
+    rogue.headers = vec![("x-extra", "--serial")];
+    let arg = template("${caller.header.x-extra}")
+        .render(&rogue, Destination::Process)
+        .unwrap();
+    assert!(arg.starts_with("serial~"), "{arg}");
+    for (id, want) in [("bob@example.com", "bob@example.com"), ("a_b", "a_b")] {
         let rendered = template("/data/${caller.id}")
             .render(&caller(id), Destination::Process)
             .unwrap();
         assert_eq!(rendered, format!("/data/{want}"), "{id}");
     }
+}
+
+#[test]
+fn callers_differing_in_kind_or_id_get_different_files() {
+    let mut token_alice = caller("alice");
+    token_alice.key.kind = CallerKind::Token;
+    let file = template("/data/${caller.id}.json");
+    let render = |c: &Caller| file.render(c, Destination::Process).unwrap();
+    let all = [
+        render(&caller("alice")),
+        render(&token_alice),
+        render(&caller("李雷")),
+        render(&caller("王芳")),
+        render(&caller("a/b")),
+        render(&caller("a_b")),
+    ];
+    let distinct: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "{all:?}");
+    assert_eq!(all[0], "/data/alice.json");
+    assert!(all[1].starts_with("/data/token.alice~"), "{}", all[1]);
 }
 
 #[test]

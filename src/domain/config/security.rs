@@ -12,6 +12,7 @@ use super::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RESULT_BYTES, JwtSpec, Rate,
     connections::ConnectionLimits, path, validate::Checker,
 };
+use crate::domain::caller::CallerKind;
 
 /// Who may call the broker. With no tokens, no JWT issuer and no client CA, anyone may.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +29,21 @@ impl Auth {
     /// Whether any check is configured.
     pub fn enabled(&self) -> bool {
         !self.tokens.is_empty() || self.jwt.is_some() || self.client_ca.is_some()
+    }
+
+    /// The first kind of caller configured, in the section's order (tokens, JWTs, client
+    /// certificates; anonymous without auth): its plain ids are written as they are by
+    /// `${caller.id}`. A client certificate names the caller only when it is the only check.
+    pub fn first_kind(&self) -> CallerKind {
+        if !self.tokens.is_empty() {
+            CallerKind::Token
+        } else if self.jwt.is_some() {
+            CallerKind::Jwt
+        } else if self.client_ca.is_some() {
+            CallerKind::Certificate
+        } else {
+            CallerKind::Anonymous
+        }
     }
 }
 

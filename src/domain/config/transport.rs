@@ -6,7 +6,11 @@ use super::{
     raw::{self, Pairs, RawServer},
     validate::Checker,
 };
-use crate::domain::caller::Template;
+use crate::domain::caller::{CallerRef, Template};
+
+/// Why `${caller.token}` may not be an argument.
+const TOKEN_IN_ARGS: &str = "${caller.token} may not be in args: a command line is readable by \
+     every local user (ps, /proc/*/cmdline); pass the token in env instead";
 
 /// The transport as named by `transport` or `type`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -81,8 +85,12 @@ impl Checker<'_, '_> {
                 .map(|c| self.non_empty(&c, &path::field(at, "command"))),
             args: raw.args.take().map(|args| {
                 let expand = |(i, arg): (usize, raw::Text)| {
-                    self.template(&arg.0, &path::index(&args_at, i), per_caller)
-                        .unwrap_or_default()
+                    let at = path::index(&args_at, i);
+                    let template = self.template(&arg.0, &at, per_caller).unwrap_or_default();
+                    if template.caller_refs().any(|r| *r == CallerRef::Token) {
+                        self.error(&at, TOKEN_IN_ARGS);
+                    }
+                    template
                 };
                 args.into_iter().enumerate().map(expand).collect()
             }),

@@ -35,7 +35,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
     // First: every server's entry is checked against the result limit it will run with.
     let limits = check.limits(top.limits);
     let (views, view_names) = check.views(top.views);
-    let config = Config {
+    let mut config = Config {
         listen: check.socket_addr(top.listen, "listen"),
         metrics_listen: check.socket_addr(top.metrics_listen, "metrics_listen"),
         mcp_listen: check.socket_addr(top.mcp_listen, "mcp_listen"),
@@ -64,6 +64,12 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         ),
     };
     check.token_views(&config.auth, &view_names);
+    let first_kind = config.auth.first_kind();
+    for server in &mut config.servers {
+        if let Isolation::PerCaller(per_caller) = &mut server.isolation {
+            per_caller.discovery.first_kind = first_kind;
+        }
+    }
     if config.max_connection_age_grace.is_some() && config.max_connection_age.is_none() {
         check.error(
             "max_connection_age_grace",

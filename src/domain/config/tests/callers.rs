@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{errors::assert_errors, parse_with_env};
 use crate::domain::{
-    caller::{CallerRef, Template},
+    caller::{CallerKind, CallerRef, Template},
     config::{Isolation, JwksSource, TransportSpec},
 };
 
@@ -87,6 +87,39 @@ fn caller_values_are_only_for_the_process_and_headers_of_per_caller_servers() {
     for (text, want) in cases {
         assert_errors(text, want);
     }
+}
+
+#[test]
+fn a_callers_token_is_refused_in_args_and_kept_in_env_and_headers() {
+    assert_errors(
+        "servers: [{name: a, command: x, isolation: per-caller, \
+         args: ['--verbose', '--token=${caller.token}']}]",
+        &[(
+            "servers[0] (a).args[1]",
+            "${caller.token} may not be in args: a command line is readable by every local user",
+        )],
+    );
+    let config = parse_with_env(
+        "servers:\n\
+         - {name: a, command: x, isolation: per-caller, env: {TOKEN: '${caller.token}'}}\n\
+         - {name: b, url: 'http://h', isolation: per-caller, \
+            headers: {Authorization: 'Bearer ${caller.token}'}}",
+    )
+    .unwrap();
+    assert_eq!(config.servers.len(), 2);
+}
+
+#[test]
+fn discovery_renders_its_id_against_the_first_kind_of_caller() {
+    let config = parse_with_env(
+        "auth: {tokens: [{name: t, value_env: TOKEN}]}\n\
+         servers: [{name: a, command: x, isolation: per-caller}]",
+    )
+    .unwrap();
+    let Isolation::PerCaller(per_caller) = &config.servers[0].isolation else {
+        panic!("per-caller")
+    };
+    assert_eq!(per_caller.discovery.first_kind, CallerKind::Token);
 }
 
 #[test]
