@@ -32,7 +32,7 @@ use crate::{
     conversation::Conversation,
     domain::{
         call::Timing,
-        caller::CallerValues,
+        caller::{CallerKey, CallerValues},
         names::{ServerName, ToolName},
         outcome::{OAuthFailure, StreamFault},
         request_error::{Aftermath, RequestError},
@@ -114,9 +114,11 @@ impl Upstream {
         let result = self
             .on_replica(caller, async |replica: &Replica| {
                 let _in_flight = InFlight::new(&self.server);
-                let result = self
-                    .send(replica, params, meta, timing, conversation, &span)
-                    .await;
+                let asked = Asked {
+                    conversation,
+                    caller: caller.key(),
+                };
+                let result = self.send(replica, params, meta, timing, asked, &span).await;
                 if matches!(
                     &result,
                     Err(RequestError::SessionLost { .. }
@@ -161,6 +163,9 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
         self.on_replica(caller, async |replica: &Replica| {
+            // Counted before it goes out: what the server sends during it is not another
+            // caller's streaming call's.
+            let mut registration = replica.interactions.begin(None, Some(caller.key()));
             let handle = replica
                 .peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -175,6 +180,7 @@ impl Upstream {
                 });
             };
             guard.disarm();
+            registration.answered();
             answer.map_err(|e| self.classify(replica, Some(&id), e))
         })
         .await
@@ -242,12 +248,16 @@ impl Upstream {
         params: CallToolRequestParams,
         meta: RequestMetaObject,
         timing: Timing,
-        conversation: Option<Conversation>,
+        asked: Asked<'_>,
         span: &Span,
     ) -> Result<CallToolResult, RequestError> {
+        let Asked {
+            conversation,
+            caller,
+        } = asked;
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
-        let registration = replica.interactions.begin(conversation);
+        let mut registration = replica.interactions.begin(conversation, Some(caller));
         let deadline = tokio::time::sleep(timing.timeout);
         tokio::pin!(deadline);
         let sending = start(replica, params, meta, &registration);
@@ -271,6 +281,7 @@ impl Upstream {
         if let Some(guard) = &mut guard {
             guard.disarm();
         }
+        registration.answered();
         drop(registration);
         match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
             ServerResult::CallToolResult(result) => Ok(result),
@@ -362,7 +373,7 @@ async fn start(
     replica: &Replica,
     params: CallToolRequestParams,
     meta: RequestMetaObject,
-    registration: &Registration,
+    registration: &Registration<'_>,
 ) -> Result<
     (
         RequestId,
@@ -392,6 +403,12 @@ async fn start(
             (id, Either::Right(response), Some(guard))
         }
     })
+}
+
+/// Who a call's server may ask back: the streaming call's client (if any), for `caller`.
+struct Asked<'a> {
+    conversation: Option<Conversation>,
+    caller: &'a CallerKey,
 }
 
 /// JSON text cut to `RECORDED_CHARS` characters.
