@@ -56,7 +56,8 @@ pub struct Upstream {
     /// What the client span says about the connection; replicas run the same program, so one
     /// replica's link describes them all.
     pub(super) link: Link,
-    /// The server's call slots and queue, shared by its replicas.
+    /// The server's call slots and queue, shared by its replicas (a per-caller server's
+    /// callers have theirs in the pool).
     pub(super) slots: Arc<Slots>,
     /// A per-caller server's callers' sessions: calls go there, not to the replicas (which
     /// then hold the session that lists the tools).
@@ -187,22 +188,25 @@ impl Upstream {
     }
 
     /// Runs `send` on the session `caller`'s requests go to (the caller's own on a per-caller
-    /// server, else the least busy replica) once one of the server's call slots is free; the
-    /// replica is chosen only then, so queued calls count nowhere.
+    /// server, else the least busy replica) once one of the call slots is free (the server's,
+    /// or on a per-caller server the caller's own); the replica is chosen only then, so queued
+    /// calls count nowhere.
     async fn on_replica<T>(
         &self,
         caller: &dyn CallerValues,
         send: impl AsyncFnOnce(&Replica) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
-        let _slot = self.slots.take(&self.server).await?;
-        let (_lease, owned);
+        let (_slot, _lease, owned);
         let replica = match &self.pool {
             Some(pool) => {
                 // Boxed: it may start a session, a large future only per-caller calls need.
                 (_lease, owned) = Box::pin(pool.replica_for(caller)).await?;
                 least_busy(std::slice::from_ref(&owned))
             }
-            None => least_busy(&self.replicas),
+            None => {
+                _slot = self.slots.take(&self.server).await?;
+                least_busy(&self.replicas)
+            }
         }
         .expect("a ready server has a replica");
         send(&replica).await
