@@ -144,7 +144,7 @@ fn describe() {
     metrics::describe_gauge!("toolbroker_server_tools", "Tools each server exposes");
     metrics::describe_gauge!(
         "toolbroker_server_sessions",
-        "Per-caller sessions open (isolation: per-caller)"
+        "Per-caller sessions alive, draining and closing ones included (isolation: per-caller)"
     );
     metrics::describe_counter!(
         "toolbroker_server_restarts_total",

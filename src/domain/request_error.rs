@@ -254,15 +254,28 @@ pub enum RequestError {
         /// Which value.
         missing: MissingValue,
     },
-    /// Every per-caller session of the server is busy, and a new caller needs one.
+    /// Every per-caller session of the server is busy (draining ones count), and a caller
+    /// needs a new one.
     #[error(
-        "server {server:?} has {max} per-caller sessions open, all busy (max_sessions); retry \
+        "server {server:?} has {max} per-caller sessions alive, all busy (max_sessions); retry \
          later"
     )]
     SessionsExhausted {
         /// The server.
         server: ServerName,
         /// `max_sessions`.
+        max: usize,
+    },
+    /// The caller has `max_sessions_per_caller` sessions of the server alive, all busy, and
+    /// needs another (its values changed).
+    #[error(
+        "server {server:?}: this caller has {max} sessions alive, all busy \
+         (max_sessions_per_caller); retry when its calls are done"
+    )]
+    CallerSessionsExhausted {
+        /// The server.
+        server: ServerName,
+        /// `max_sessions_per_caller`.
         max: usize,
     },
     /// This caller's session of a per-caller server could not be started.
@@ -564,6 +577,9 @@ impl RequestError {
             }
             RequestError::SessionsExhausted { .. } => {
                 (ResourceExhausted, Warn, "sessions_exhausted")
+            }
+            RequestError::CallerSessionsExhausted { .. } => {
+                (ResourceExhausted, Debug, "caller_sessions_exhausted")
             }
             RequestError::CallerSessionFailed { .. } => {
                 (Unavailable, Warn, "caller_session_failed")

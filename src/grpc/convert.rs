@@ -61,7 +61,7 @@ fn annotations(a: &Annotations) -> proto::ToolAnnotations {
 }
 
 /// A server's status as the proto describes it.
-/// A server's status; `sessions` is its per-caller sessions open.
+/// A server's status; `sessions` is its per-caller sessions alive.
 pub fn server_status(view: &ServerView, sessions: usize) -> proto::ServerStatus {
     let condition = &view.condition;
     proto::ServerStatus {

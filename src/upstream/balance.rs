@@ -46,6 +46,11 @@ impl Replica {
             in_flight: Arc::default(),
         }
     }
+
+    /// Its count of calls in flight, shared, for what follows the session beyond its calls.
+    pub(super) fn in_flight(&self) -> Arc<AtomicUsize> {
+        self.in_flight.clone()
+    }
 }
 
 /// Calls in flight on a replica.

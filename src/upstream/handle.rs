@@ -32,7 +32,7 @@ use crate::{
     conversation::Conversation,
     domain::{
         call::Timing,
-        caller::CallerValues,
+        caller::{CallerKey, CallerValues},
         names::{ServerName, ToolName},
         outcome::{OAuthFailure, StreamFault},
         request_error::{Aftermath, RequestError},
@@ -56,7 +56,8 @@ pub struct Upstream {
     /// What the client span says about the connection; replicas run the same program, so one
     /// replica's link describes them all.
     pub(super) link: Link,
-    /// The server's call slots and queue, shared by its replicas.
+    /// The server's call slots and queue, shared by its replicas (a per-caller server's
+    /// callers have theirs in the pool).
     pub(super) slots: Arc<Slots>,
     /// A per-caller server's callers' sessions: calls go there, not to the replicas (which
     /// then hold the session that lists the tools).
@@ -114,9 +115,11 @@ impl Upstream {
         let result = self
             .on_replica(caller, async |replica: &Replica| {
                 let _in_flight = InFlight::new(&self.server);
-                let result = self
-                    .send(replica, params, meta, timing, conversation, &span)
-                    .await;
+                let asked = Asked {
+                    conversation,
+                    caller: caller.key(),
+                };
+                let result = self.send(replica, params, meta, timing, asked, &span).await;
                 if matches!(
                     &result,
                     Err(RequestError::SessionLost { .. }
@@ -161,6 +164,9 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
         self.on_replica(caller, async |replica: &Replica| {
+            // Counted before it goes out: what the server sends during it is not another
+            // caller's streaming call's.
+            let mut registration = replica.interactions.begin(None, Some(caller.key()));
             let handle = replica
                 .peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -175,28 +181,32 @@ impl Upstream {
                 });
             };
             guard.disarm();
+            registration.answered();
             answer.map_err(|e| self.classify(replica, Some(&id), e))
         })
         .await
     }
 
     /// Runs `send` on the session `caller`'s requests go to (the caller's own on a per-caller
-    /// server, else the least busy replica) once one of the server's call slots is free; the
-    /// replica is chosen only then, so queued calls count nowhere.
+    /// server, else the least busy replica) once one of the call slots is free (the server's,
+    /// or on a per-caller server the caller's own); the replica is chosen only then, so queued
+    /// calls count nowhere.
     async fn on_replica<T>(
         &self,
         caller: &dyn CallerValues,
         send: impl AsyncFnOnce(&Replica) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
-        let _slot = self.slots.take(&self.server).await?;
-        let (_lease, owned);
+        let (_slot, _lease, owned);
         let replica = match &self.pool {
             Some(pool) => {
                 // Boxed: it may start a session, a large future only per-caller calls need.
                 (_lease, owned) = Box::pin(pool.replica_for(caller)).await?;
                 least_busy(std::slice::from_ref(&owned))
             }
-            None => least_busy(&self.replicas),
+            None => {
+                _slot = self.slots.take(&self.server).await?;
+                least_busy(&self.replicas)
+            }
         }
         .expect("a ready server has a replica");
         send(&replica).await
@@ -242,12 +252,16 @@ impl Upstream {
         params: CallToolRequestParams,
         meta: RequestMetaObject,
         timing: Timing,
-        conversation: Option<Conversation>,
+        asked: Asked<'_>,
         span: &Span,
     ) -> Result<CallToolResult, RequestError> {
+        let Asked {
+            conversation,
+            caller,
+        } = asked;
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
-        let registration = replica.interactions.begin(conversation);
+        let mut registration = replica.interactions.begin(conversation, Some(caller));
         let deadline = tokio::time::sleep(timing.timeout);
         tokio::pin!(deadline);
         let sending = start(replica, params, meta, &registration);
@@ -271,6 +285,7 @@ impl Upstream {
         if let Some(guard) = &mut guard {
             guard.disarm();
         }
+        registration.answered();
         drop(registration);
         match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
             ServerResult::CallToolResult(result) => Ok(result),
@@ -362,7 +377,7 @@ async fn start(
     replica: &Replica,
     params: CallToolRequestParams,
     meta: RequestMetaObject,
-    registration: &Registration,
+    registration: &Registration<'_>,
 ) -> Result<
     (
         RequestId,
@@ -392,6 +407,12 @@ async fn start(
             (id, Either::Right(response), Some(guard))
         }
     })
+}
+
+/// Who a call's server may ask back: the streaming call's client (if any), for `caller`.
+struct Asked<'a> {
+    conversation: Option<Conversation>,
+    caller: &'a CallerKey,
 }
 
 /// JSON text cut to `RECORDED_CHARS` characters.

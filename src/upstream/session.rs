@@ -159,17 +159,30 @@ impl Session {
 
     /// Lists the tools again (after `tools/list_changed`).
     pub async fn list_tools(&self) -> Result<Vec<ToolSpec>, ListingFailure> {
-        tools_list::list_tools(&self.peer).await
+        self.counted(tools_list::list_tools(&self.peer)).await
     }
 
     /// Lists the resources and templates again (after `resources/list_changed`).
     pub async fn list_resources(&self) -> Result<Resources, ListingFailure> {
-        offers_list::list_resources(&self.peer, offers_list::Offers::of(&self.peer)).await
+        let offers = offers_list::Offers::of(&self.peer);
+        self.counted(offers_list::list_resources(&self.peer, offers))
+            .await
     }
 
     /// Lists the prompts again (after `prompts/list_changed`).
     pub async fn list_prompts(&self) -> Result<Vec<PromptSpec>, ListingFailure> {
-        offers_list::list_prompts(&self.peer, offers_list::Offers::of(&self.peer)).await
+        let offers = offers_list::Offers::of(&self.peer);
+        self.counted(offers_list::list_prompts(&self.peer, offers))
+            .await
+    }
+
+    /// Runs the broker's own `requests` counted in flight on the session, as callers' are: what
+    /// the server sends meanwhile may be for them, so it is no caller's alone.
+    async fn counted<T>(&self, requests: impl Future<Output = T>) -> T {
+        let mut registration = self.interactions.begin(None, None);
+        let out = requests.await;
+        registration.answered();
+        out
     }
 
     /// Waits until the session ends by itself (the process exits, a pipe or stream closes) and

@@ -1,9 +1,13 @@
 //! A server's call slots: how many of its calls run at once (`max_concurrent_calls`), how many
-//! may wait for a slot (`max_queued_calls`) and for how long (`queue_timeout`).
+//! may wait for a slot (`max_queued_calls`) and for how long (`queue_timeout`). A per-caller
+//! server has a set for each caller, so that one caller's calls never hold another's.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::domain::{
     config::Concurrency,
@@ -11,10 +15,10 @@ use crate::domain::{
     request_error::{Overload, RequestError},
 };
 
-/// Calls running on a server and calls waiting for a slot.
+/// Calls running on a server (or one caller's session of it) and calls waiting for a slot.
 #[derive(Debug)]
 pub struct Slots {
-    running: Semaphore,
+    running: Arc<Semaphore>,
     waiting: AtomicUsize,
     limits: Concurrency,
 }
@@ -23,7 +27,7 @@ impl Slots {
     /// Slots as the server's `concurrency` says (its counts are bounded by the config checks).
     pub fn new(limits: Concurrency) -> Self {
         Self {
-            running: Semaphore::new(limits.max_calls),
+            running: Arc::new(Semaphore::new(limits.max_calls)),
             waiting: AtomicUsize::new(0),
             limits,
         }
@@ -34,8 +38,8 @@ impl Slots {
     pub(super) async fn take(
         &self,
         server: &ServerName,
-    ) -> Result<SemaphorePermit<'_>, RequestError> {
-        if let Ok(permit) = self.running.try_acquire() {
+    ) -> Result<OwnedSemaphorePermit, RequestError> {
+        if let Ok(permit) = self.running.clone().try_acquire_owned() {
             return Ok(permit);
         }
         let limits = self.limits;
@@ -52,7 +56,8 @@ impl Slots {
             }));
         }
         tracing::debug!(%server, waiting, "a call waits for a slot");
-        match tokio::time::timeout(limits.queue_timeout, self.running.acquire()).await {
+        let acquire = self.running.clone().acquire_owned();
+        match tokio::time::timeout(limits.queue_timeout, acquire).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_)) => unreachable!("the semaphore is never closed"),
             Err(_) => Err(overloaded(Overload::NoSlot {

@@ -1,19 +1,20 @@
-//! A transport wrapper that hands progress notifications and log messages to the session's
-//! [`Interactions`] as they are read, in order and before the answer that follows them: rmcp runs each
-//! notification's handler as a task of its own, which may run after the call's answer.
+//! A transport wrapper that hands progress notifications, log messages and the server's
+//! questions (elicitation, sampling) to the session's [`Interactions`] as they are read, in
+//! order and before the answer that follows them: rmcp runs each message's handler as a task
+//! of its own, which may run after the answer, when the request they came during has ended.
 
 use std::{future::Future, sync::Arc};
 
 use rmcp::{
     RoleClient,
-    model::{ServerJsonRpcMessage, ServerNotification},
+    model::{ServerJsonRpcMessage, ServerNotification, ServerRequest},
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 
 use super::interactions::Interactions;
 
-/// `T`, with the progress it reads routed to the calls it belongs to.
+/// `T`, with what it reads during requests routed to the requests it belongs to.
 pub struct Tapped<T> {
     inner: T,
     interactions: Arc<Interactions>,
@@ -41,8 +42,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await?;
-        if let ServerJsonRpcMessage::Notification(notification) = &message {
-            match &notification.notification {
+        match &message {
+            ServerJsonRpcMessage::Notification(notification) => match &notification.notification {
                 ServerNotification::ProgressNotification(progress) => {
                     self.interactions.progress(progress.params.clone());
                 }
@@ -50,7 +51,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
                     self.interactions.log(log.params.clone());
                 }
                 _ => {}
+            },
+            ServerJsonRpcMessage::Request(request)
+                if matches!(
+                    request.request,
+                    ServerRequest::ElicitRequest(_) | ServerRequest::CreateMessageRequest(_)
+                ) =>
+            {
+                self.interactions.arrived(&request.id);
             }
+            _ => {}
         }
         Some(message)
     }

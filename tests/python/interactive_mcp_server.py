@@ -37,8 +37,12 @@ template `memo://{name}`, which reads back any memo (an unknown one is the SDK's
 -32602 "Unknown resource: memo://<name>", with data {"uri": ...}).
 
 Prompts: `greet(name, style?)`, one user message "Say hello to <name>" (+ " in a <style> style").
+With --asking-prompt also `interview(topic)`, which while it is being got logs "interviewing
+about <topic>" (info, logger "interview") and asks the client (`elicitation/create`, form mode,
+message "what about <topic>?", the schema above); its one user message is "interview about
+<topic>: " + "accepted: <answer>" / "declined" / "cancelled" / "elicitation failed: <message>".
 
-Usage: interactive_mcp_server.py            (stdio)
+Usage: interactive_mcp_server.py [--asking-prompt]            (stdio)
        interactive_mcp_server.py --http 0   (streamable HTTP at http://127.0.0.1:PORT/mcp)
 With --http it prints one JSON line, {"listening": true, "url": "http://127.0.0.1:PORT/mcp"},
 once it accepts connections. Logs go to stderr.
@@ -86,6 +90,26 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 def text_result(text: str, is_error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+async def elicited(ctx: Context, question: str) -> str:
+    """Asks the client `question` (form mode) and says what came back."""
+    try:
+        result = await ctx.session.elicit_form(question, ANSWER_SCHEMA, related_request_id=ctx.request_id)
+    except MCPError as error:
+        return f"elicitation failed: {error.message}"
+    if result.action == "accept":
+        return f"accepted: {(result.content or {}).get('answer')}"
+    return "declined" if result.action == "decline" else "cancelled"
+
+
+def add_asking_prompt(server: MCPServer) -> None:
+    """The prompt `interview(topic)`, which logs and asks the client while it is being got."""
+
+    @server.prompt(description="Logs and asks the client about the topic while it is being got.")
+    async def interview(topic: str, ctx: Context) -> str:
+        await ctx.info(f"interviewing about {topic}", logger_name="interview")
+        return f"interview about {topic}: " + await elicited(ctx, f"what about {topic}?")
 
 
 def build() -> MCPServer:
@@ -240,8 +264,11 @@ async def serve_http(server: MCPServer, port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT (0: any)")
+    parser.add_argument("--asking-prompt", action="store_true", help="add the prompt `interview`, which asks")
     args = parser.parse_args()
     server = build()
+    if args.asking_prompt:
+        add_asking_prompt(server)
     if args.http is None:
         server.run("stdio")
     else:

@@ -1,5 +1,5 @@
-//! Per-caller servers: `isolation`, `max_sessions`, `idle_timeout`, `discovery` and
-//! `token_exchange` of a server entry, checked. Pure.
+//! Per-caller servers: `isolation`, `max_sessions`, `max_sessions_per_caller`, `idle_timeout`,
+//! `discovery` and `token_exchange` of a server entry, checked. Pure.
 
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ use crate::domain::caller::{CallerKey, CallerKind, FixedCaller, SecretText};
 pub const DEFAULT_MAX_SESSIONS: usize = 100;
 /// The most per-caller sessions one server may have: each may be a process.
 pub const MAX_SESSIONS: u64 = 10_000;
+/// One caller's sessions of a server alive at once (its current one and one still finishing
+/// its calls after the caller's values changed), when the entry gives none.
+pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 2;
 /// How long a caller's unused session stays open, when the entry gives none.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -33,8 +36,10 @@ pub enum Isolation {
 /// How a per-caller server's sessions are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerCaller {
-    /// Sessions alive at once.
+    /// Sessions alive at once, draining and closing ones included.
     pub max_sessions: usize,
+    /// One caller's sessions alive at once.
+    pub max_sessions_per_caller: usize,
     /// An unused session is closed after this long.
     pub idle_timeout: Duration,
     /// The caller values of the session that lists the tools.
@@ -92,11 +97,13 @@ impl Checker<'_, '_> {
             }
         };
         let max_sessions = raw.max_sessions.take();
+        let per_caller_max = raw.max_sessions_per_caller.take();
         let idle_timeout = raw.idle_timeout.take();
         let discovery = raw.discovery.take();
         if !per_caller {
             let given = [
                 ("max_sessions", max_sessions.is_some()),
+                ("max_sessions_per_caller", per_caller_max.is_some()),
                 ("idle_timeout", idle_timeout.is_some()),
                 ("discovery", discovery.is_some()),
             ];
@@ -112,6 +119,12 @@ impl Checker<'_, '_> {
                 DEFAULT_MAX_SESSIONS,
                 1..=MAX_SESSIONS,
                 &path::field(at, "max_sessions"),
+            ),
+            max_sessions_per_caller: self.count(
+                per_caller_max,
+                DEFAULT_MAX_SESSIONS_PER_CALLER,
+                1..=MAX_SESSIONS,
+                &path::field(at, "max_sessions_per_caller"),
             ),
             idle_timeout: self.duration(
                 idle_timeout,

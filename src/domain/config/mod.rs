@@ -32,7 +32,8 @@ pub use face::{
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_SESSIONS_PER_CALLER, MAX_MCP_SESSIONS, McpFace,
 };
 pub use isolation::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, Isolation, PerCaller, TokenExchange,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_CALLER, Isolation,
+    PerCaller, TokenExchange,
 };
 pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};

@@ -71,6 +71,7 @@ pub(super) struct RawServer {
     pub replicas: Option<u64>,
     pub isolation: Option<String>,
     pub max_sessions: Option<u64>,
+    pub max_sessions_per_caller: Option<u64>,
     /// Kept raw so that a bad duration is a semantic error with a helpful message.
     pub idle_timeout: Option<Value>,
     /// Sections checked on their own (see `isolation.rs`), kept raw here.

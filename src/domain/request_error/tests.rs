@@ -198,6 +198,15 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "sessions_exhausted",
         ),
         (
+            RequestError::CallerSessionsExhausted {
+                server: server(),
+                max: 2,
+            },
+            ResourceExhausted,
+            Debug,
+            "caller_sessions_exhausted",
+        ),
+        (
             RequestError::CallerSessionFailed {
                 server: server(),
                 reason: "r".into(),

@@ -52,9 +52,10 @@ fn answer_with_accept(mut events: mpsc::Receiver<Interaction>) -> tokio::task::J
 async fn the_only_call_on_a_shared_session_gets_its_servers_requests() {
     let interactions = Interactions::new(false);
     let (conversation, events) = Conversation::new();
-    let call = interactions.begin(Some(conversation));
+    let call = interactions.begin(Some(conversation), None);
     call.sent(&id(1), &token(1));
     let _answering = answer_with_accept(events);
+    interactions.arrived(&id(100));
     let result = interactions.elicit(&id(100), ask()).await;
     assert_eq!(result.action, ElicitationAction::Accept);
 }
@@ -63,11 +64,13 @@ async fn the_only_call_on_a_shared_session_gets_its_servers_requests() {
 async fn a_shared_session_with_another_call_in_flight_declines_at_once() {
     let interactions = Interactions::new(false);
     let (conversation, events) = Conversation::new();
-    let streaming = interactions.begin(Some(conversation));
+    let streaming = interactions.begin(Some(conversation), None);
     streaming.sent(&id(1), &token(1));
     // Another caller's unary call: the request may be its call's.
-    let _unary = interactions.begin(None);
+    let _unary = interactions.begin(None, None);
     let _answering = answer_with_accept(events);
+    interactions.arrived(&id(100));
+    interactions.arrived(&id(101));
     let result = tokio::time::timeout(Duration::from_secs(1), interactions.elicit(&id(100), ask()))
         .await
         .expect("declined at once, not left waiting");
@@ -81,10 +84,83 @@ async fn a_shared_session_with_another_call_in_flight_declines_at_once() {
     assert!(sampled.is_err(), "sampling is refused the same way");
 }
 
+/// A log message, as the transport reads it.
+fn log(text: &str) -> LoggingMessageNotificationParam {
+    LoggingMessageNotificationParam::new(
+        rmcp::model::LoggingLevel::Info,
+        serde_json::Value::from(text),
+    )
+}
+
+/// The log messages the conversation received so far.
+fn logs(events: &mut mpsc::Receiver<Interaction>) -> Vec<String> {
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let Interaction::Log(log) = event {
+            seen.push(log.data.to_string());
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn what_is_read_during_another_callers_request_stays_untied_after_it_ends() {
+    let interactions = Interactions::new(false);
+    let (conversation, mut events) = Conversation::new();
+    let alice = interactions.begin(Some(conversation), None);
+    alice.sent(&id(1), &token(1));
+    // Bob's prompts/get: the server asks and logs during it.
+    let mut bob = interactions.begin(None, None);
+    interactions.arrived(&id(100));
+    interactions.log(log("bob's"));
+    bob.answered();
+    drop(bob);
+    // Its handler runs only now, when Alice's call is alone again: still not hers.
+    let result = interactions.elicit(&id(100), ask()).await;
+    assert_eq!(result.action, ElicitationAction::Decline);
+    interactions.log(log("alice's"));
+    assert_eq!(logs(&mut events), [r#""alice's""#], "nothing of bob's");
+}
+
+/// A caller by id.
+fn key(id: &str) -> CallerKey {
+    let mut key = CallerKey::anonymous();
+    key.id = id.into();
+    key
+}
+
+#[tokio::test]
+async fn another_callers_request_given_up_on_keeps_the_shared_session_untied_for_a_while() {
+    let interactions = Interactions::new(false);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let (conversation, mut events) = Conversation::new();
+    // Alice's call timed out: the server may still ask or log for it.
+    drop(interactions.begin(None, Some(&alice)));
+    let call = interactions.begin(Some(conversation), Some(&bob));
+    call.sent(&id(2), &token(2));
+    interactions.arrived(&id(100));
+    interactions.log(log("late"));
+    let result = interactions.elicit(&id(100), ask()).await;
+    assert_eq!(result.action, ElicitationAction::Decline);
+    assert!(logs(&mut events).is_empty());
+    drop(call);
+
+    // Bob's own request given up on keeps nothing from him.
+    let (conversation, events) = Conversation::new();
+    let interactions = Interactions::new(false);
+    drop(interactions.begin(None, Some(&bob)));
+    let call = interactions.begin(Some(conversation), Some(&bob));
+    call.sent(&id(3), &token(3));
+    let _answering = answer_with_accept(events);
+    interactions.arrived(&id(101));
+    let result = interactions.elicit(&id(101), ask()).await;
+    assert_eq!(result.action, ElicitationAction::Accept);
+}
+
 #[tokio::test]
 async fn a_unary_call_alone_gets_no_requests() {
     let interactions = Interactions::new(true);
-    let _unary = interactions.begin(None);
+    let _unary = interactions.begin(None, None);
     let result = interactions.elicit(&id(100), ask()).await;
     assert_eq!(result.action, ElicitationAction::Decline);
 }
@@ -94,9 +170,9 @@ async fn a_request_tied_to_its_answer_stream_reaches_that_call_only() {
     let interactions = Interactions::new(false);
     let (first, first_events) = Conversation::new();
     let (second, mut second_events) = Conversation::new();
-    let a = interactions.begin(Some(first));
+    let a = interactions.begin(Some(first), None);
     a.sent(&id(1), &token(1));
-    let b = interactions.begin(Some(second));
+    let b = interactions.begin(Some(second), None);
     b.sent(&id(2), &token(2));
     let _answering = answer_with_accept(first_events);
     interactions.relate(id(100), id(1));
@@ -107,7 +183,7 @@ async fn a_request_tied_to_its_answer_stream_reaches_that_call_only() {
         "the other call saw nothing"
     );
     // Tied to a unary call: declined.
-    let _unary = interactions.begin(None);
+    let _unary = interactions.begin(None, None);
     interactions.relate(id(101), id(3));
     let declined = interactions.elicit(&id(101), ask()).await;
     assert_eq!(declined.action, ElicitationAction::Decline);
@@ -117,7 +193,7 @@ async fn a_request_tied_to_its_answer_stream_reaches_that_call_only() {
 async fn a_closed_conversation_declines_and_a_finished_call_cancels() {
     let interactions = Interactions::new(true);
     let (conversation, _events) = Conversation::new();
-    let call = interactions.begin(Some(conversation.clone()));
+    let call = interactions.begin(Some(conversation.clone()), None);
     call.sent(&id(1), &token(1));
     conversation.close();
     assert_eq!(
@@ -126,7 +202,7 @@ async fn a_closed_conversation_declines_and_a_finished_call_cancels() {
     );
     // Open again (a new conversation) but the call ends before an answer.
     let (conversation, mut events) = Conversation::new();
-    let call = interactions.begin(Some(conversation));
+    let call = interactions.begin(Some(conversation), None);
     call.sent(&id(2), &token(2));
     let asking = tokio::spawn({
         let interactions = interactions.clone();
@@ -143,7 +219,7 @@ async fn a_closed_conversation_declines_and_a_finished_call_cancels() {
 async fn progress_reaches_its_call_in_order_even_before_its_token_is_known() {
     let interactions = Interactions::new(false);
     let (conversation, mut events) = Conversation::new();
-    let call = interactions.begin(Some(conversation));
+    let call = interactions.begin(Some(conversation), None);
     // The answer raced the registration: kept until the token is known.
     interactions.progress(progress(token(7), 1.0));
     call.sent(&id(7), &token(7));

@@ -2,7 +2,9 @@
 //! exchanged at the enterprise IdP for an identity assertion meant for the server's
 //! authorization server, which trades it for an access token (JWT bearer grant). rmcp makes both
 //! requests and checks the assertion; this module discovers the authorization server once and
-//! keeps each caller's token until shortly before it expires.
+//! keeps each caller's token until shortly before it expires. Step-ups are each caller's own:
+//! one caller's `insufficient_scope` never widens the scope asked for another, nor uses up the
+//! step-ups another may make.
 
 use std::{
     collections::HashMap,
@@ -33,7 +35,8 @@ use crate::{
     upstream::http,
 };
 
-/// The most callers' tokens kept per server: expired ones are dropped when it is reached.
+/// The most callers' tokens kept per server: expired ones are dropped when it is reached. As
+/// many callers' step-ups are kept; past that they are forgotten (each caller steps up again).
 const MAX_CACHED: usize = 10_000;
 
 /// The server's authorization server, as discovery found it.
@@ -58,7 +61,8 @@ pub struct CrossAppTokens {
     url: Url,
     spec: CrossApp,
     scopes: Vec<String>,
-    ladder: ScopeLadder,
+    /// Each caller's step-ups.
+    ladders: Mutex<HashMap<CallerKey, Arc<ScopeLadder>>>,
     resource: tokio::sync::Mutex<Option<ResourceServer>>,
     cache: Mutex<HashMap<Key, Held>>,
 }
@@ -75,7 +79,7 @@ impl CrossAppTokens {
             url,
             spec,
             scopes,
-            ladder: ScopeLadder::default(),
+            ladders: Mutex::default(),
             resource: tokio::sync::Mutex::new(None),
             cache: Mutex::default(),
         })
@@ -126,13 +130,22 @@ impl CrossAppTokens {
             return Ok(held.token.clone());
         }
         let granted = held.map(|held| held.scopes).unwrap_or_default();
-        self.ladder
+        self.ladder(caller)
             .climb(required, &granted)
             .map_err(|why| OAuthFailure::InsufficientScope {
                 required: required.map(str::to_owned),
                 why,
             })?;
         self.exchange(key, id_token).await
+    }
+
+    /// `caller`'s step-ups (none yet: a new ladder).
+    fn ladder(&self, caller: &CallerKey) -> Arc<ScopeLadder> {
+        let mut ladders = self.ladders.lock().unwrap_or_else(PoisonError::into_inner);
+        if !ladders.contains_key(caller) && ladders.len() >= MAX_CACHED {
+            ladders.clear();
+        }
+        ladders.entry(caller.clone()).or_default().clone()
     }
 
     fn cached(&self, key: &Key) -> Option<Held> {
@@ -180,7 +193,7 @@ impl CrossAppTokens {
         )
         .with_client_authentication(resource_auth);
         let url = self.url.to_string();
-        let scopes = self.ladder.on(&self.scopes);
+        let scopes = self.ladder(&key.caller).on(&self.scopes);
         let token = EmaExchangeRequest::new_with_id_token(idp, resource_as, &url, id_token)
             .with_scopes(scopes)
             .exchange(&http as &dyn OAuthHttpClient, &http)
@@ -350,3 +363,6 @@ impl CallerBearer {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
 //! Callers in the config: `auth.jwt`, per-caller servers (`isolation`, `max_sessions`,
-//! `idle_timeout`, `discovery`), caller values and `token_exchange`.
+//! `max_sessions_per_caller`, `idle_timeout`, `discovery`), caller values and `token_exchange`.
 
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ servers:
     cwd: "/srv/${caller.claim.org}"
     isolation: per-caller
     max_sessions: 5
+    max_sessions_per_caller: 3
     idle_timeout: 30s
     discovery: { id: lister, headers: { X-Tenant: t0 } }
 "#,
@@ -31,6 +32,7 @@ servers:
         panic!("per-caller: {:?}", server.isolation)
     };
     assert_eq!(per_caller.max_sessions, 5);
+    assert_eq!(per_caller.max_sessions_per_caller, 3);
     assert_eq!(per_caller.idle_timeout, Duration::from_secs(30));
     assert_eq!(per_caller.discovery.key.id, "lister");
     assert_eq!(
@@ -123,6 +125,19 @@ fn discovery_renders_its_id_against_the_first_kind_of_caller() {
 }
 
 #[test]
+fn a_caller_has_two_sessions_of_a_server_at_most_unless_told() {
+    let config = parse_with_env("servers: [{name: a, command: x, isolation: per-caller}]").unwrap();
+    let Isolation::PerCaller(per_caller) = &config.servers[0].isolation else {
+        panic!("per-caller")
+    };
+    assert_eq!(
+        per_caller.max_sessions_per_caller,
+        crate::domain::config::DEFAULT_MAX_SESSIONS_PER_CALLER
+    );
+    assert_eq!(per_caller.max_sessions_per_caller, 2);
+}
+
+#[test]
 fn per_caller_fields_are_checked() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         (
@@ -154,6 +169,20 @@ fn per_caller_fields_are_checked() {
             &[(
                 "servers[0] (a).max_sessions",
                 "must be between 1 and 10000, not 10001",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x, max_sessions_per_caller: 1}]",
+            &[(
+                "servers[0] (a).max_sessions_per_caller",
+                "only for servers with \"isolation: per-caller\"",
+            )],
+        ),
+        (
+            "servers: [{name: a, command: x, isolation: per-caller, max_sessions_per_caller: 0}]",
+            &[(
+                "servers[0] (a).max_sessions_per_caller",
+                "must be between 1 and 10000, not 0",
             )],
         ),
         (
