@@ -23,10 +23,10 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::{
-    audit::AuditLog,
     auth::{Credentials, Gate},
-    broker::Broker,
     config_file::{LoadError, Loaded},
+    core::audit::AuditLog,
+    core::broker::Broker,
     domain::{
         config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
@@ -174,12 +174,10 @@ impl App {
             ConnectionBudget::new(open_files::connection_budget(connections.max_connections));
         if let Some(addr) = config.mcp_listen {
             let parts = crate::mcp_face::Parts {
-                broker: broker.clone(),
+                calls: service.calls(),
                 gate: gate.clone(),
-                audit: audit.as_ref().map(|(log, _)| log.clone()),
                 shutdown: shutdown.clone(),
                 closing: closing.clone(),
-                in_flight: service.in_flight(),
                 settings: config.mcp_face.clone(),
                 auth: config.auth.enabled(),
                 budget: budget.clone(),

@@ -10,7 +10,7 @@ use tonic::server::NamedService;
 use tonic_health::{ServingStatus, server::HealthReporter};
 
 use crate::{
-    broker::{Broker, Snapshot},
+    core::broker::{Broker, Snapshot},
     domain::state::{Readiness, ServerState, is_ready},
     proto::tool_broker_server::ToolBrokerServer,
 };

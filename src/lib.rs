@@ -7,20 +7,17 @@
 #![deny(unsafe_code)]
 
 pub mod app;
-pub mod audit;
 pub mod auth;
-pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod config_file;
 pub mod conversation;
+pub mod core;
 pub mod demo_server;
 pub mod domain;
 pub mod foreign_errors;
 pub mod grpc;
 pub mod health;
-pub mod in_flight;
-pub mod latest_revision;
 pub mod login;
 pub mod mcp_face;
 pub mod mcp_lists;
@@ -28,7 +25,6 @@ pub mod mcp_stdio;
 pub mod metrics;
 pub mod net;
 pub mod proto;
-pub mod rate_limits;
 pub mod reload;
 pub mod telemetry;
 pub mod tls;

@@ -11,7 +11,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{broker::Broker, domain::state::ServerState, telemetry::semconv};
+use crate::{core::broker::Broker, domain::state::ServerState, telemetry::semconv};
 
 /// Histogram buckets (seconds) from 1 ms to 60 s: tool calls range from an echo to a crawl.
 const BUCKETS: &[f64] = &[

@@ -13,10 +13,10 @@ use tokio::sync::{mpsc, watch};
 use std::sync::Arc;
 
 use crate::{
-    audit::AuditLog,
     auth::{Credentials, Gate},
-    broker::Broker,
     config_file::{self, LoadError},
+    core::audit::AuditLog,
+    core::broker::Broker,
     domain::{
         config::{Audit, Config, ConfigErrors},
         names::ServerName,

@@ -515,6 +515,23 @@ pub enum Code {
     FailedPrecondition,
 }
 
+impl Code {
+    /// The code's gRPC name, as audit lines give it (`NOT_FOUND`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::NotFound => "NOT_FOUND",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::Internal => "INTERNAL",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+        }
+    }
+}
+
 /// How loudly an error is logged where it is handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {

@@ -12,15 +12,20 @@ use super::{
     status::to_status, tool_cache::ToolCache, watch::Feed,
 };
 use crate::{
-    audit::AuditLog,
     auth,
-    broker::Broker,
+    conversation::Conversation,
+    core::{
+        audit::AuditLog,
+        broker::{Broker, Called},
+        call_path::CallPath,
+        in_flight::InFlight,
+        tool_call::ToolCall,
+    },
     domain::{
         call::RawArguments,
         config::DEFAULT_HEADER_TIMEOUT,
         request_error::{Level, RequestError},
     },
-    in_flight::InFlight,
     proto,
     telemetry::context::TraceHeaders,
 };
@@ -32,21 +37,39 @@ pub struct BrokerService {
     pub(super) shutdown: CancellationToken,
     pub(super) limit: ResponseLimit,
     pub(super) tools: Arc<ToolCache>,
-    /// The calls running now (the MCP face's too).
-    pub(super) in_flight: InFlight,
-    pub(super) audit: Option<AuditLog>,
+    /// The path of every call (counted with the MCP face's, audited).
+    pub(super) calls: CallPath,
     /// How long a CallToolStream's first message may take (`limits.header_timeout`).
     pub(super) first_message_timeout: Duration,
 }
 
-/// A call checked and decoded, ready for the broker.
+/// A call decoded, ready for the call path.
 pub(super) struct PreparedCall {
     pub name: String,
+    pub view: String,
     pub arguments: RawArguments,
     pub timeout: Option<Duration>,
     pub deadline: Option<Duration>,
     pub trace: TraceHeaders,
     pub context: CallContext,
+}
+
+impl PreparedCall {
+    /// The call as the core takes it (its arguments moved out); a streaming one with its
+    /// `conversation`.
+    pub fn tool_call(&mut self, conversation: Option<Conversation>) -> ToolCall<'_> {
+        ToolCall {
+            name: &self.name,
+            arguments: std::mem::take(&mut self.arguments),
+            view: (!self.view.is_empty()).then_some(self.view.as_str()),
+            caller: &self.context.caller,
+            values: &self.context,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            trace: &self.trace,
+            conversation,
+        }
+    }
 }
 
 impl BrokerService {
@@ -58,13 +81,13 @@ impl BrokerService {
         max_response_bytes: usize,
         audit: Option<AuditLog>,
     ) -> Self {
+        let calls = CallPath::new(broker.clone(), shutdown.clone(), InFlight::default(), audit);
         Self {
             broker,
             shutdown,
             limit: ResponseLimit(max_response_bytes),
             tools: Arc::default(),
-            in_flight: InFlight::default(),
-            audit,
+            calls,
             first_message_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
@@ -85,49 +108,33 @@ impl BrokerService {
 
     /// Resolves once no call is running (new ones are refused once shutdown began).
     pub async fn idle(&self) {
-        self.in_flight.idle().await;
+        self.calls.in_flight().idle().await;
     }
 
-    /// The count of calls running, to share with the MCP face.
-    pub fn in_flight(&self) -> InFlight {
-        self.in_flight.clone()
+    /// The path of calls, to share with the MCP face.
+    pub fn calls(&self) -> CallPath {
+        self.calls.clone()
     }
 
-    /// CallTool: decode, ask the broker, encode.
+    /// CallTool: decode, run on the call path, encode.
     pub(super) async fn call(
         &self,
         request: Request<proto::CallToolRequest>,
     ) -> Result<proto::CallToolResponse, RequestError> {
-        let _counted = self.in_flight.start();
         let (metadata, extensions, request) = request.into_parts();
-        let call = self.prepare(metadata, extensions, request)?;
-        let called = self
-            .broker
-            .call(
-                &call.name,
-                call.arguments,
-                call.timeout,
-                call.deadline,
-                &call.trace,
-                &call.context,
-                None,
-            )
-            .await?;
+        let mut call = self.prepare(metadata, extensions, request)?;
+        let called: Called = self.calls.run(call.tool_call(None)).await?;
         self.limit
             .check(convert::call_response(&called.server, called.result)?)
     }
 
-    /// Checks a call (shutdown, the gate's verdict, the caller's grants, an audit log that can
-    /// be written) and decodes it.
+    /// Decodes a call (a refusal at the gate stays one); the call path checks it.
     pub(super) fn prepare(
         &self,
         metadata: MetadataMap,
         mut extensions: Extensions,
         request: proto::CallToolRequest,
     ) -> Result<PreparedCall, RequestError> {
-        if self.shutdown.is_cancelled() {
-            return Err(RequestError::ShuttingDown);
-        }
         // Refused at the gate, let through to be audited with its tool's name.
         if let Some(Refused(error)) = extensions.remove::<Refused>() {
             return Err(error);
@@ -137,19 +144,6 @@ impl BrokerService {
         let trace =
             TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));
         tracing::Span::current().record("tool", request.name.as_str());
-        if !request.view.is_empty() {
-            let views = &self.broker.snapshot().views;
-            views.admit_call(&request.view, &request.name)?;
-        }
-        if !caller.may_use(&request.name) {
-            return Err(RequestError::PermissionDenied {
-                caller: caller.key.id,
-                tool: request.name,
-            });
-        }
-        if let Some(audit) = &self.audit {
-            audit.admit()?;
-        }
         let arguments = RawArguments {
             structured: request.arguments.map(convert::struct_to_json).transpose()?,
             json: request.arguments_json,
@@ -157,6 +151,7 @@ impl BrokerService {
         let timeout = request.timeout.map(convert::duration).transpose()?;
         Ok(PreparedCall {
             name: request.name,
+            view: request.view,
             arguments,
             timeout,
             deadline,

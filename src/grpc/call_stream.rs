@@ -28,8 +28,8 @@ use tonic::{Code, Request, Response, Status, Streaming};
 use tracing::Instrument as _;
 
 use super::{
+    audit_draft,
     broker_service::{BrokerService, PreparedCall, refused},
-    call_audit::{Draft, Pending},
     convert, observe,
 };
 use crate::{
@@ -82,16 +82,12 @@ pub async fn open(
         }
     };
     let draft = service
-        .audit
-        .as_ref()
-        .map(|audit| Draft::new(&call, &metadata, &extensions, audit.with_arguments()));
+        .calls
+        .audit()
+        .map(|audit| audit_draft::draft(&call, &metadata, &extensions, audit.with_arguments()));
     let (out, receiver) = mpsc::channel(OUTBOUND_BUFFER);
     let driver = async move {
-        let pending = service.audit.as_ref().map(|audit| Pending {
-            draft,
-            audit,
-            broker: &service.broker,
-        });
+        let pending = draft.and_then(|draft| service.calls.audited(|_| draft));
         let result = match service.prepare(metadata, extensions, call) {
             Ok(prepared) => run(&service, prepared, inbound, &out).await,
             Err(error) => Some(Err(error)),
@@ -103,7 +99,7 @@ pub async fn open(
         };
         if let Some(pending) = pending {
             // Written before the result is sent.
-            result = pending.finish(result).await;
+            result = audit_draft::finish(pending, result).await;
         }
         let last = match result {
             Ok(response) => Ok(event(Outbound::Result(response))),
@@ -154,21 +150,14 @@ impl Stream for Driven {
 /// `None` if the client went away first.
 async fn run(
     service: &BrokerService,
-    prepared: PreparedCall,
+    mut prepared: PreparedCall,
     mut inbound: Streaming<proto::CallToolStreamRequest>,
     out: &mpsc::Sender<Sent>,
 ) -> Option<Result<proto::CallToolResponse, RequestError>> {
-    let _counted = service.in_flight.start();
     let (conversation, mut events) = Conversation::new();
-    let call = service.broker.call(
-        &prepared.name,
-        prepared.arguments,
-        prepared.timeout,
-        prepared.deadline,
-        &prepared.trace,
-        &prepared.context,
-        Some(conversation.clone()),
-    );
+    let call = service
+        .calls
+        .run(prepared.tool_call(Some(conversation.clone())));
     tokio::pin!(call);
     let mut waiting = Waiting::default();
     let mut reading = true;

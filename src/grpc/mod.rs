@@ -1,10 +1,10 @@
 //! The gRPC side: the ToolBroker service, its conversions and status table, and the
 //! assembled router with health and reflection.
 
+mod audit_draft;
 mod authenticate;
 mod batched_writes;
 pub mod broker_service;
-pub mod call_audit;
 mod call_context;
 mod call_stream;
 pub mod convert;

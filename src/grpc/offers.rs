@@ -4,7 +4,7 @@
 use tonic::Request;
 
 use super::{call_context::CallContext, convert_offers};
-use crate::{auth, broker::Broker, domain::request_error::RequestError, proto};
+use crate::{auth, core::broker::Broker, domain::request_error::RequestError, proto};
 
 /// ListResources: the resources and templates of the servers asked for (all when none) whose
 /// resources the caller may read.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{tool_cache::CachedTools, visibility::Visibility};
-use crate::{broker::Snapshot, domain::request_error::RequestError, proto};
+use crate::{core::broker::Snapshot, domain::request_error::RequestError, proto};
 
 /// Matches when the request gives no limit.
 pub const DEFAULT_LIMIT: usize = 10;

@@ -6,8 +6,8 @@ use futures::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{
+    audit_draft,
     broker_service::{BrokerService, refused},
-    call_audit::{Draft, Pending},
     call_stream, convert,
     observe::observe,
     offers,
@@ -54,22 +54,20 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::CallToolRequest>,
     ) -> Result<Response<proto::CallToolResponse>, Status> {
         observe("CallTool", async {
-            let pending = self.audit.as_ref().map(|audit| Pending {
-                draft: Some(Draft::new(
+            let pending = self.calls.audited(|with_arguments| {
+                audit_draft::draft(
                     request.get_ref(),
                     request.metadata(),
                     request.extensions(),
-                    audit.with_arguments(),
-                )),
-                audit,
-                broker: &self.broker,
+                    with_arguments,
+                )
             });
             // One await of the call, not one per branch: each would take its own room in
             // this future, which is copied as it is boxed and polled.
             let mut result = self.call(request).await;
             if let Some(pending) = pending {
                 // Written before the answer is sent.
-                result = pending.finish(result).await;
+                result = audit_draft::finish(pending, result).await;
             }
             result.map(Response::new).map_err(refused)
         })

@@ -10,9 +10,9 @@ use tokio::sync::OnceCell;
 
 use super::convert;
 use crate::{
-    broker::Snapshot,
+    core::broker::Snapshot,
+    core::latest_revision::LatestRevision,
     domain::{search::SearchIndex, tool::ExposedTool},
-    latest_revision::LatestRevision,
     proto::{EncodedTools, ToolField},
 };
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::convert;
 use crate::{
     auth::Caller,
-    broker::Snapshot,
+    core::broker::Snapshot,
     domain::{
         catalog::{Catalog, Change, Event},
         grants::Patterns,

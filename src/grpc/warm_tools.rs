@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::tool_cache::ToolCache;
-use crate::broker::Snapshot;
+use crate::core::broker::Snapshot;
 
 /// How long the catalog must stay unchanged before its tools are encoded: servers coming up
 /// one after another make one revision each, and only the last is worth encoding.
@@ -58,7 +58,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        broker::Broker,
+        core::broker::Broker,
         domain::{
             catalog::ServerPolicy,
             names::{ServerName, ToolName},

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     auth::Caller,
-    broker::{Broker, Snapshot, WatcherGuard},
+    core::broker::{Broker, Snapshot, WatcherGuard},
     domain::{
         catalog::{Change, Event},
         request_error::RequestError,

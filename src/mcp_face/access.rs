@@ -18,11 +18,13 @@ use serde_json::json;
 
 use super::refused_calls;
 use crate::{
-    audit::AuditLog,
     auth::Gate,
-    broker::Broker,
+    core::audit::AuditLog,
+    core::{
+        broker::Broker,
+        call_audit::{Draft, Pending},
+    },
     domain::request_error::RequestError,
-    grpc::call_audit::{Draft, Pending},
     telemetry::context::TraceHeaders,
 };
 

@@ -27,16 +27,27 @@ use tracing::Instrument as _;
 use super::{
     Face,
     relay::Relay,
-    request::{FaceCaller, incoming_trace, refused_call, server_span},
+    request::{Asker, FaceCaller, incoming_trace, refused_call, server_span},
 };
 use crate::{
     auth::Caller,
-    broker::Called,
     conversation::{Conversation, Interaction},
+    core::{
+        broker::Called,
+        call_audit::{Answered, Draft},
+        tool_call::ToolCall,
+    },
     domain::{call::RawArguments, request_error::RequestError},
-    grpc::call_audit::{Answered, Draft, Pending},
     telemetry::{context::TraceHeaders, semconv},
 };
+
+/// The call asked for: its tool, the view it came through, and who asks (bound to that view).
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    name: &'a str,
+    view: Option<&'a str>,
+    caller: &'a Caller,
+}
 
 /// Where one call came from and where what happens during it goes.
 #[derive(Clone, Copy)]
@@ -82,24 +93,24 @@ impl Face {
         incoming: &TraceHeaders,
         trace_id: Option<String>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller(source.extensions);
+        let asker = Asker::of(source.extensions);
+        let caller = asker.caller(&self.broker.snapshot().views);
         let arguments = request.arguments.unwrap_or_default();
-        let pending = self.audit.as_ref().map(|audit| Pending {
-            draft: Some(Draft::of(
+        let pending = self.calls.audited(|with_arguments| {
+            Draft::of(
                 Some(caller.key.clone()),
                 request.name.to_string(),
                 trace_id,
-                audit
-                    .with_arguments()
-                    .then(|| Value::Object(arguments.clone())),
-            )),
-            audit,
-            broker: &self.broker,
+                with_arguments.then(|| Value::Object(arguments.clone())),
+            )
         });
         let started = Instant::now();
-        let mut result = self
-            .run(&request.name, arguments, &caller, source, incoming)
-            .await;
+        let asked = Asked {
+            name: &request.name,
+            view: asker.view.as_deref(),
+            caller: &caller,
+        };
+        let mut result = self.run(asked, arguments, source, incoming).await;
         if let Some(pending) = pending {
             let commit = pending.commit(result.as_ref().map(|called| Answered {
                 is_error: called.result.is_error == Some(true),
@@ -117,39 +128,27 @@ impl Face {
 
     async fn run(
         &self,
-        name: &str,
+        asked: Asked<'_>,
         arguments: Map<String, Value>,
-        caller: &Caller,
         source: CallSource<'_>,
         incoming: &TraceHeaders,
     ) -> Result<Called, RequestError> {
-        if self.shutdown.is_cancelled() {
-            return Err(RequestError::ShuttingDown);
-        }
-        if !caller.may_use(name) {
-            return Err(RequestError::PermissionDenied {
-                caller: caller.key.id.clone(),
-                tool: name.to_owned(),
-            });
-        }
-        if let Some(audit) = &self.audit {
-            audit.admit()?;
-        }
-        let values = FaceCaller::of(caller, source.extensions);
-        let arguments = RawArguments {
-            structured: Some(arguments),
-            json: String::new(),
-        };
+        let values = FaceCaller::of(asked.caller, source.extensions);
         let (conversation, mut events) = Conversation::new();
-        let call = self.broker.call(
-            name,
-            arguments,
-            None,
-            None,
-            incoming,
-            &values,
-            Some(conversation),
-        );
+        let call = self.calls.run(ToolCall {
+            name: asked.name,
+            arguments: RawArguments {
+                structured: Some(arguments),
+                json: String::new(),
+            },
+            view: asked.view,
+            caller: asked.caller,
+            values: &values,
+            timeout: None,
+            deadline: None,
+            trace: incoming,
+            conversation: Some(conversation),
+        });
         tokio::pin!(call);
         let result = loop {
             tokio::select! {

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     auth::Caller,
-    broker::Broker,
+    core::broker::Broker,
     domain::catalog::{Change, Event},
     mcp_lists::Stale,
 };

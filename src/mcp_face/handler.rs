@@ -33,7 +33,11 @@ use super::{
     session::Session,
     tool_list::{self, ToolList},
 };
-use crate::{audit::AuditLog, broker::Broker, domain::request_error::RequestError, mcp_lists};
+use crate::{
+    core::{broker::Broker, call_path::CallPath},
+    domain::request_error::RequestError,
+    mcp_lists,
+};
 
 /// JSON-RPC's "method not found".
 const METHOD_NOT_FOUND: i32 = -32601;
@@ -42,7 +46,8 @@ const METHOD_NOT_FOUND: i32 = -32601;
 #[derive(Clone)]
 pub struct Face {
     pub(super) broker: Broker,
-    pub(super) audit: Option<AuditLog>,
+    /// The path of every call, shared with the gRPC face.
+    pub(super) calls: CallPath,
     pub(super) shutdown: CancellationToken,
     pub(super) session: Arc<Session>,
     /// The tools/list of the current revision, shared by every session.
@@ -52,11 +57,11 @@ pub struct Face {
 }
 
 impl Face {
-    /// A face on `broker`, auditing calls to `audit`, taking none after `shutdown`.
-    pub fn new(broker: Broker, audit: Option<AuditLog>, shutdown: CancellationToken) -> Self {
+    /// A face whose calls go through `calls`, whose sessions end after `shutdown`.
+    pub fn new(calls: CallPath, shutdown: CancellationToken) -> Self {
         Self {
-            broker,
-            audit,
+            broker: calls.broker().clone(),
+            calls,
             shutdown,
             session: Arc::default(),
             tool_list: Arc::default(),

@@ -52,11 +52,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    audit::AuditLog,
     auth::Gate,
-    broker::Broker,
+    core::call_path::CallPath,
+    core::in_flight::{Held, InFlight},
     domain::config::McpFace,
-    in_flight::{Held, InFlight},
     net::{Admitted, ConnectionBudget, ListenerKind},
 };
 
@@ -66,19 +65,16 @@ pub use handler::Face;
 
 /// What the face serves from.
 pub struct Parts {
-    /// The catalog and the calls.
-    pub broker: Broker,
+    /// The path of every call: the broker, the calls in flight (which shutdown waits for)
+    /// and the audit log.
+    pub calls: CallPath,
     /// Who may call.
     pub gate: Gate,
-    /// Where calls are audited, if they are.
-    pub audit: Option<AuditLog>,
     /// Cancelled when shutdown begins: new calls are refused.
     pub shutdown: CancellationToken,
     /// Cancelled when the calls in flight had their grace: the face and every client's
     /// session end.
     pub closing: CancellationToken,
-    /// The calls running now, which shutdown waits for.
-    pub in_flight: InFlight,
     /// Allowed origins and session caps.
     pub settings: McpFace,
     /// Whether any auth is configured (without it, a face off loopback is open to its network).
@@ -162,12 +158,17 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     let closing = parts.closing.clone();
     let config = rmcp_config(local, parts.auth, &closing);
     let (budget, header_timeout) = (parts.budget.clone(), parts.header_timeout);
-    let broker = parts.broker.clone();
+    let broker = parts.calls.broker().clone();
+    let in_flight = parts.calls.in_flight().clone();
     let access = access::Access {
         gate: parts.gate.clone(),
-        audit: parts.audit.clone().map(|log| (log, broker.clone())),
+        audit: parts
+            .calls
+            .audit()
+            .cloned()
+            .map(|log| (log, broker.clone())),
     };
-    let face = Face::new(parts.broker, parts.audit, parts.shutdown);
+    let face = Face::new(parts.calls, parts.shutdown);
     let caps = session_caps::Caps {
         per_caller: parts.settings.sessions_per_caller,
         total: parts.settings.max_sessions,
@@ -204,7 +205,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
             session_access::bound,
         ))
         .layer(middleware::from_fn_with_state(access, access::admit))
-        .layer(middleware::from_fn_with_state(parts.in_flight, counted))
+        .layer(middleware::from_fn_with_state(in_flight, counted))
         .merge(
             Router::new()
                 .route(access::METADATA_PREFIX, get(access::metadata))

@@ -19,12 +19,12 @@ use rmcp::model::{RequestId, Tool};
 use super::convert;
 use crate::{
     auth::Caller,
-    broker::Snapshot,
+    core::broker::Snapshot,
+    core::latest_revision::LatestRevision,
     domain::{
         names::{ExposedName, is_name_char},
         tool::ExposedTool,
     },
-    latest_revision::LatestRevision,
 };
 
 /// The tools of the latest revision asked for.

@@ -10,7 +10,7 @@ use axum::{
 };
 
 use super::request::FaceView;
-use crate::broker::Broker;
+use crate::core::broker::Broker;
 
 /// Lets a request to `/mcp` through as it is, and one to `/mcp/<view>` with its view, if the
 /// view exists; 404 naming the views there are if it does not.

@@ -7,7 +7,6 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use rmcp::model::{
@@ -19,10 +18,10 @@ use rmcp::model::{
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
+use super::{rate_limits::RateLimits, tool_call::ToolCall};
 use crate::{
-    conversation::Conversation,
     domain::{
-        call::{RawArguments, Timing, effective_timeout, prepare_arguments},
+        call::{Timing, effective_timeout, prepare_arguments},
         caller::CallerValues,
         catalog::{Catalog, Event, Outcome, ServerPolicy, ServerView, Update},
         config::Config,
@@ -34,8 +33,6 @@ use crate::{
         tool::{ExposedTool, ToolSpec},
         views::Views,
     },
-    rate_limits::RateLimits,
-    telemetry::context::TraceHeaders,
     upstream::{Reporter, Upstream},
 };
 
@@ -207,17 +204,17 @@ impl Broker {
     /// caller's session), carrying the caller's trace context. A streaming call's
     /// `conversation` receives what the server sends during the call, and progress keeps the
     /// call alive up to the server's `max_timeout`.
-    #[expect(clippy::too_many_arguments, reason = "one call's whole request, named")]
-    pub async fn call(
-        &self,
-        name: &str,
-        arguments: RawArguments,
-        requested_timeout: Option<Duration>,
-        deadline: Option<Duration>,
-        trace: &TraceHeaders,
-        caller: &dyn CallerValues,
-        conversation: Option<Conversation>,
-    ) -> Result<Called, RequestError> {
+    pub async fn call(&self, call: ToolCall<'_>) -> Result<Called, RequestError> {
+        let ToolCall {
+            name,
+            arguments,
+            timeout: requested_timeout,
+            deadline,
+            trace,
+            values: caller,
+            conversation,
+            ..
+        } = call;
         let snapshot = self.snapshot();
         let (tool, upstream) = route(&snapshot, name)?;
         // The RPC's span (and so every log line of this call) names the server.

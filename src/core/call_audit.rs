@@ -6,19 +6,14 @@
 
 use std::time::{Instant, SystemTime};
 
-use tonic::{Extensions, metadata::MetadataMap};
-
-use super::{authenticate::Refused, convert, status::to_status};
-use crate::{
+use super::{
     audit::{AuditLog, Kind, Receipt},
-    auth::Caller,
     broker::Broker,
-    domain::{
-        audit::{AuditEntry, audited_arguments, audited_tool, milliseconds, timestamp},
-        caller::CallerKey,
-        request_error::RequestError,
-    },
-    proto,
+};
+use crate::domain::{
+    audit::{AuditEntry, audited_arguments, audited_tool, milliseconds, timestamp},
+    caller::CallerKey,
+    request_error::RequestError,
 };
 
 /// What an audit line knows before the call runs.
@@ -33,34 +28,6 @@ pub struct Draft {
 }
 
 impl Draft {
-    /// What is known of `call` before it runs: its caller (none if refused at the gate), its
-    /// tool, its trace and, `with_arguments`, its arguments.
-    pub fn new(
-        call: &proto::CallToolRequest,
-        metadata: &MetadataMap,
-        extensions: &Extensions,
-        with_arguments: bool,
-    ) -> Self {
-        let caller = match (extensions.get::<Refused>(), extensions.get::<Caller>()) {
-            (Some(_), _) => None,
-            (None, Some(caller)) => Some(caller.key.clone()),
-            (None, None) => Some(Caller::anyone().key),
-        };
-        let arguments = with_arguments.then(|| match &call.arguments {
-            Some(structured) => convert::struct_to_json(structured.clone())
-                .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
-            None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
-            None => serde_json::from_str(&call.arguments_json)
-                .unwrap_or_else(|_| serde_json::Value::String(call.arguments_json.clone())),
-        });
-        Self::of(
-            caller,
-            call.name.clone(),
-            crate::telemetry::current_trace_id(metadata),
-            arguments,
-        )
-    }
-
     /// A line begun now for a call of `tool` by `caller` (none if refused at the gate), in
     /// trace `trace_id`, with `arguments` (as sent) when they are audited.
     pub fn of(
@@ -102,7 +69,7 @@ impl Draft {
         };
         let (code, is_error, server) = match result {
             Some(Ok(answered)) => ("OK", answered.is_error, Some(answered.server.to_owned())),
-            Some(Err(error)) => (code_name(error), false, owner(&self.tool)),
+            Some(Err(error)) => (error.class().code.name(), false, owner(&self.tool)),
             // The caller went away (cancelled, or its deadline passed) before the answer.
             None => ("CANCELLED", false, owner(&self.tool)),
         };
@@ -147,18 +114,6 @@ pub struct Pending<'a> {
 }
 
 impl Pending<'_> {
-    /// Writes the line of a call's outcome and waits for the write: the answer to send.
-    pub async fn finish(
-        self,
-        result: Result<proto::CallToolResponse, RequestError>,
-    ) -> Result<proto::CallToolResponse, RequestError> {
-        let answered = result.as_ref().map(|response| Answered {
-            is_error: response.is_error,
-            server: &response.server,
-        });
-        self.commit(answered).settle(result).await
-    }
-
     /// Queues the line with the call's outcome, however it is answered; the answer waits
     /// for [`Commit::settle`]. A call refused because the log cannot be written has no line.
     pub fn commit(mut self, result: Result<Answered<'_>, &RequestError>) -> Commit {
@@ -211,29 +166,5 @@ impl Drop for Pending<'_> {
             let (entry, kind) = draft.finish(None, |tool| self.broker.owner(tool));
             self.audit.record(entry, kind);
         }
-    }
-}
-
-/// The gRPC status name a refusal is answered with.
-fn code_name(error: &RequestError) -> &'static str {
-    use tonic::Code;
-    match to_status(error).code() {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
