@@ -3,7 +3,8 @@
 //! stop words, Snowball stemming); the index is an inverted index of interned terms, built
 //! once per catalog revision and only read by queries. (The crate's own embedder and scorer
 //! took 180 ms to index 10,000 tools and 1.8 ms for a query matching all of them: a `String`
-//! per token, and a linear scan of each matching document; see docs/performance.md.) Pure.
+//! per token, and a linear scan of each matching document; see docs/performance.md, "Tool
+//! search (issue 19)".) Pure.
 
 use std::sync::{Mutex, PoisonError};
 

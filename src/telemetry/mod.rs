@@ -90,7 +90,8 @@ pub fn init(format: LogFormat, role: Role) -> Telemetry {
     });
     let subscriber = tracing_subscriber::registry().with(logs.with_filter(filter));
     // Not `.with(spans)` with `None`: an absent layer counts as interested in everything, so
-    // every span would be built and recorded for nobody (docs/performance.md, "Spans").
+    // every span would be built and recorded for nobody (docs/performance.md, round one,
+    // "Spans for nobody").
     match spans {
         Some(spans) => subscriber.with(spans).init(),
         None => subscriber.init(),

@@ -398,7 +398,7 @@ async fn start(
             // Given as the request's meta (not the params'), rmcp merges it with its own keys.
             let options = PeerRequestOptions::no_options().with_meta(meta);
             // rmcp's request futures are kilobytes: boxed, they are not copied at every await
-            // of every future above this one (docs/performance.md, "Large futures").
+            // of every future above this one (docs/performance.md, round one, "Large futures").
             let handle = Box::pin(replica.peer.send_request_with_option(request, options)).await?;
             registration.sent(&handle.id, &handle.progress_token);
             let id = handle.id.clone();

@@ -1,5 +1,6 @@
 //! The transport to a stdio server: newline-delimited JSON-RPC over its pipes, as rmcp's
-//! `AsyncRwTransport`, with differences that pay under load (docs/performance.md) or keep one
+//! `AsyncRwTransport`, with differences that pay under load (docs/performance.md, the call
+//! path: issue 20, rounds one and three) or keep one
 //! call's cancellation from touching another's (issue 36):
 //! - `tools/call` requests of the session's [`CallLane`] are written by their callers and
 //!   their answers handed straight to them, beside rmcp's service loop;

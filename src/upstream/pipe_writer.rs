@@ -1,6 +1,6 @@
 //! The write side of a stdio server's pipe: messages queued as lines ([`WriteQueue`]) and
 //! written by whichever sender holds the pipe, in the sender's own task (no hand-off to a
-//! writer task on the way out: docs/performance.md, round three).
+//! writer task on the way out: docs/performance.md, the call path, "Issue 20, round three").
 //!
 //! A write finishes or never starts, whoever stops waiting:
 //! - a line whose sender gives up before a write takes it is withdrawn, never written;
