@@ -24,6 +24,7 @@ pub mod latest_revision;
 pub mod login;
 pub mod mcp_face;
 pub mod mcp_lists;
+pub mod mcp_model;
 pub mod mcp_stdio;
 pub mod metrics;
 pub mod net;

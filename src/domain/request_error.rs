@@ -71,6 +71,9 @@ pub fn whole_seconds(wait: Duration) -> u64 {
 /// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
 pub const INVALID_PARAMS: i32 = -32602;
 
+/// JSON-RPC's "method not found" code: the server does not serve this request at all.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+
 /// Why a request did not get what it asked for.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RequestError {

@@ -27,7 +27,7 @@ use tracing::Instrument as _;
 use super::{
     Face,
     relay::Relay,
-    request::{FaceCaller, incoming_trace, refused_call, server_span},
+    request::{Asker, FaceCaller, incoming_trace, server_span},
 };
 use crate::{
     auth::Caller,
@@ -35,6 +35,7 @@ use crate::{
     conversation::{Conversation, Interaction},
     domain::{call::RawArguments, request_error::RequestError},
     grpc::call_audit::{Answered, Draft, Pending},
+    mcp_model::refusal::{Refusal, refused_call},
     telemetry::{context::TraceHeaders, semconv},
 };
 
@@ -111,7 +112,7 @@ impl Face {
         record(&result, started);
         match result {
             Ok(called) => Ok(called.result.into()),
-            Err(error) => refused_call(error),
+            Err(error) => refused_call(Refusal::from(&error)).map(Into::into),
         }
     }
 
@@ -125,6 +126,11 @@ impl Face {
     ) -> Result<Called, RequestError> {
         if self.shutdown.is_cancelled() {
             return Err(RequestError::ShuttingDown);
+        }
+        // A tool outside the view called through is an unknown tool, as for a gRPC call naming
+        // the view (and so `mcp-stdio --view`): the view's client learns nothing beyond it.
+        if let Some(view) = Asker::of(source.extensions).view {
+            self.broker.snapshot().views.admit_call(&view, name)?;
         }
         if !caller.may_use(name) {
             return Err(RequestError::PermissionDenied {
