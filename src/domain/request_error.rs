@@ -129,6 +129,16 @@ pub enum RequestError {
         /// The server's words.
         message: String,
     },
+    /// The server serves no resources: it announced no `resources` capability (or answered
+    /// `resources/read` with "method not found").
+    #[error(
+        "server {server:?} offers no resources (it announced no resources capability); \
+         ListResources shows the resources there are"
+    )]
+    NoResources {
+        /// The server.
+        server: ServerName,
+    },
     /// No server has this name.
     #[error("unknown server {name:?}; ListServers shows the configured servers")]
     UnknownServer {
@@ -555,6 +565,7 @@ impl RequestError {
             }
             RequestError::UnknownPrompt { .. } => (NotFound, Debug, "unknown_prompt"),
             RequestError::UnknownResource { .. } => (NotFound, Debug, "unknown_resource"),
+            RequestError::NoResources { .. } => (NotFound, Debug, "no_resources"),
             RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
             RequestError::FirstMessageLate(_) => (DeadlineExceeded, Debug, "first_message_late"),
             RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),
