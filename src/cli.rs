@@ -126,7 +126,7 @@ pub enum DemoTransport {
 /// Options of the gRPC clients.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// Broker address.
+    /// Broker address: `host:port` (plaintext), `http://…`, `https://…` or `unix:PATH`.
     #[arg(
         long,
         env = "TOOLBROKER_ADDR",
@@ -172,7 +172,8 @@ pub struct SearchArgs {
 /// Options of `mcp-stdio`.
 #[derive(Debug, Args)]
 pub struct McpStdioArgs {
-    /// Broker address, e.g. `http://127.0.0.1:50051` or `https://tools.example.com`.
+    /// Broker address: `127.0.0.1:50051` (plaintext), `http://127.0.0.1:50051`,
+    /// `https://tools.example.com` or `unix:///run/toolbroker/grpc.sock`.
     #[arg(long, value_name = "ADDR")]
     pub broker: String,
     /// The environment variable that holds the bearer token for a broker with `auth` (the

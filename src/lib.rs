@@ -21,6 +21,7 @@ pub mod health;
 pub mod login;
 pub mod mcp_face;
 pub mod mcp_lists;
+pub mod mcp_model;
 pub mod mcp_stdio;
 pub mod metrics;
 pub mod net;

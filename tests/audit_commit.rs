@@ -152,9 +152,11 @@ async fn a_log_that_cannot_be_written_refuses_calls_and_they_do_not_run() {
         &tools_call(4, "demo_echo", json!({"message": "4"})),
     )
     .await;
+    // Over MCP, as every refusal of a tool that exists: a tool error the model reads.
     let answer = answer.unwrap();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert_eq!(
-        answer["error"]["message"], "the audit log cannot be written",
+        answer["result"]["content"][0]["text"], "the audit log cannot be written",
         "{answer}"
     );
     let wrong = broker

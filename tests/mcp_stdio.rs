@@ -105,11 +105,16 @@ fn broker_url(addr: SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-/// A `toolbroker mcp-stdio --broker ADDR ARGS` command, logging at debug.
+/// A `toolbroker mcp-stdio --broker http://ADDR ARGS` command, logging at debug.
 fn command(addr: SocketAddr, args: &[&str]) -> Command {
+    command_at(&broker_url(addr), args)
+}
+
+/// A `toolbroker mcp-stdio --broker BROKER ARGS` command, logging at debug.
+fn command_at(broker: &str, args: &[&str]) -> Command {
     let mut command = Command::new(toolbroker_bin());
     command
-        .args(["mcp-stdio", "--broker", &broker_url(addr)])
+        .args(["mcp-stdio", "--broker", broker])
         .args(args)
         .env("RUST_LOG", "info,toolbroker=debug")
         .kill_on_drop(true);
@@ -131,7 +136,12 @@ fn lines(pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> watch::Rec
 impl StdioFace {
     /// Launches it on the broker at `addr` and initializes the session.
     async fn launch(addr: SocketAddr, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = command(addr, args);
+        Self::launch_at(&broker_url(addr), args, env).await
+    }
+
+    /// Launches it with `--broker broker` and initializes the session.
+    async fn launch_at(broker: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = command_at(broker, args);
         command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
@@ -797,4 +807,24 @@ async fn a_client_of_a_view_cannot_call_a_tool_outside_it_on_either_face() {
         .call_tool(call("d_echo", ""))
         .await
         .expect("no view: the whole catalog");
+}
+
+#[tokio::test]
+async fn the_broker_is_reached_by_host_and_port_as_by_its_url_or_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("grpc.sock");
+    let broker = common::unix::broker_on_socket(&socket, "agent-token").await;
+    broker.wait_ready().await;
+    let token = [("BROKER_TOKEN", "agent-token")];
+    let plain = broker.addr.to_string();
+    let unix = format!("unix://{}", socket.display());
+    for address in [plain.as_str(), &broker_url(broker.addr), &unix] {
+        let face = StdioFace::launch_at(address, &["--token-env", "BROKER_TOKEN"], &token).await;
+        let tools = face.client.list_all_tools().await.expect("tools/list");
+        assert!(
+            tools.iter().any(|t| t.name == "echo"),
+            "{address}: {tools:?}"
+        );
+        face.client.cancel().await.ok();
+    }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Broker, Watch, demo, everything, interactive};
+use common::{Broker, Watch, command, demo, everything, interactive};
 use serde_json::json;
 use tonic::Code;
 use toolbroker::proto::{self, watch_event::Event};
@@ -189,6 +189,29 @@ async fn missing_resources_and_servers_are_not_found() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn reading_from_a_server_without_resources_is_not_found() {
+    // A standard-library Python server that announces tools only and answers any other
+    // method "method not found".
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/stalling_mcp_server.py"
+    );
+    let broker = Broker::builder()
+        .server(command("plain", "python3", &[script]))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let status = read(&broker, "plain", "plain://readme").await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("server \"plain\" offers no resources"),
+        "{status:?}"
+    );
 }
 
 #[tokio::test]

@@ -38,9 +38,10 @@ impl Interceptor for Bearer {
 
 /// Connects to the broker at `args.addr`, with `args.token` as the bearer token.
 pub(crate) async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
-    let mut endpoint = tonic::transport::Endpoint::from_shared(args.addr.clone())
+    let uri = endpoint_uri(&args.addr);
+    let mut endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
         .with_context(|| format!("bad broker address {}", args.addr))?;
-    if args.addr.starts_with("https://") {
+    if uri.starts_with("https://") {
         endpoint = endpoint.tls_config(tls(args)?)?;
     }
     let channel = endpoint
@@ -54,6 +55,17 @@ pub(crate) async fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
         .transpose()
         .context("the token holds characters a header cannot")?;
     Ok(ToolBrokerClient::with_interceptor(channel, Bearer(bearer)))
+}
+
+/// The URI to reach a broker at `addr`: `http://…`, `https://…` and `unix:…` as given; a
+/// plain `host:port`, as grpcurl and most gRPC tools take it, over plaintext HTTP/2 (a
+/// broker with TLS needs its `https://`).
+fn endpoint_uri(addr: &str) -> String {
+    if addr.contains("://") || addr.starts_with("unix:") {
+        addr.to_owned()
+    } else {
+        format!("http://{addr}")
+    }
 }
 
 /// TLS to the broker: the system's roots, or the CA of `--ca-cert`.
@@ -207,4 +219,28 @@ fn rendering(response: &proto::CallToolResponse) -> String {
 /// "NotFound: unknown tool ..." rather than tonic's long Display.
 pub(crate) fn status_error(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", status.code(), status.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_host_and_port_is_plaintext_and_other_forms_stay_as_given() {
+        let cases = [
+            ("127.0.0.1:50051", "http://127.0.0.1:50051"),
+            ("[::1]:50051", "http://[::1]:50051"),
+            ("tools.example.com:443", "http://tools.example.com:443"),
+            ("http://127.0.0.1:50051", "http://127.0.0.1:50051"),
+            ("https://tools.example.com", "https://tools.example.com"),
+            (
+                "unix:///run/toolbroker/grpc.sock",
+                "unix:///run/toolbroker/grpc.sock",
+            ),
+            ("unix:relative.sock", "unix:relative.sock"),
+        ];
+        for (addr, uri) in cases {
+            assert_eq!(endpoint_uri(addr), uri, "{addr}");
+        }
+    }
 }

@@ -28,7 +28,7 @@ use crate::{
         names::ServerName,
         offer::{PromptSpec, Resources},
         overrides,
-        request_error::{INVALID_PARAMS, RequestError},
+        request_error::{INVALID_PARAMS, METHOD_NOT_FOUND, RequestError},
         state::ServerCondition,
         tool::{ExposedTool, ToolSpec},
         views::Views,
@@ -273,7 +273,7 @@ impl Broker {
         uri: &str,
         caller: &dyn CallerValues,
     ) -> Result<(ServerName, ReadResourceResult), RequestError> {
-        let upstream = self.ready(server)?;
+        let upstream = self.with_resources(server)?;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
             ReadResourceRequestParams::new(uri),
         ));
@@ -293,6 +293,10 @@ impl Broker {
                     uri: uri.into(),
                     message,
                 })
+            }
+            // A server whose session did not say what it offers, and that has no resources.
+            Err(RequestError::ServerError { server, code, .. }) if code == METHOD_NOT_FOUND => {
+                Err(RequestError::NoResources { server })
             }
             Err(error) => Err(error),
         }
@@ -345,7 +349,7 @@ impl Broker {
         uri: &str,
         caller: &dyn CallerValues,
     ) -> Result<(), RequestError> {
-        let upstream = self.ready(server)?;
+        let upstream = self.with_resources(server)?;
         let key = (upstream.server().clone(), uri.to_owned());
         let first = {
             let mut subscribers = self.subscribers();
@@ -442,6 +446,18 @@ impl Broker {
             None => Err(RequestError::UnknownServer {
                 name: server.into(),
             }),
+        }
+    }
+
+    /// The call handle of `server` if it is ready and serves resources: a server that
+    /// announced none is not asked (it would answer "method not found").
+    fn with_resources(&self, server: &str) -> Result<Upstream, RequestError> {
+        let upstream = self.ready(server)?;
+        match upstream.offers_resources() {
+            Some(false) => Err(RequestError::NoResources {
+                server: upstream.server().clone(),
+            }),
+            Some(true) | None => Ok(upstream),
         }
     }
 

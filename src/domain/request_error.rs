@@ -71,6 +71,9 @@ pub fn whole_seconds(wait: Duration) -> u64 {
 /// JSON-RPC's "invalid params" code: the server says the arguments are wrong.
 pub const INVALID_PARAMS: i32 = -32602;
 
+/// JSON-RPC's "method not found" code: the server does not serve this request at all.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+
 /// Why a request did not get what it asked for.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RequestError {
@@ -125,6 +128,16 @@ pub enum RequestError {
         uri: String,
         /// The server's words.
         message: String,
+    },
+    /// The server serves no resources: it announced no `resources` capability (or answered
+    /// `resources/read` with "method not found").
+    #[error(
+        "server {server:?} offers no resources (it announced no resources capability); \
+         ListResources shows the resources there are"
+    )]
+    NoResources {
+        /// The server.
+        server: ServerName,
     },
     /// No server has this name.
     #[error("unknown server {name:?}; ListServers shows the configured servers")]
@@ -569,6 +582,7 @@ impl RequestError {
             }
             RequestError::UnknownPrompt { .. } => (NotFound, Debug, "unknown_prompt"),
             RequestError::UnknownResource { .. } => (NotFound, Debug, "unknown_resource"),
+            RequestError::NoResources { .. } => (NotFound, Debug, "no_resources"),
             RequestError::InvalidArguments(_) => (InvalidArgument, Debug, "invalid_arguments"),
             RequestError::FirstMessageLate(_) => (DeadlineExceeded, Debug, "first_message_late"),
             RequestError::RequestTooLarge => (ResourceExhausted, Debug, "request_too_large"),

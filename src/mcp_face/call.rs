@@ -27,7 +27,7 @@ use tracing::Instrument as _;
 use super::{
     Face,
     relay::Relay,
-    request::{Asker, FaceCaller, incoming_trace, refused_call, server_span},
+    request::{Asker, FaceCaller, incoming_trace, server_span},
 };
 use crate::{
     auth::Caller,
@@ -38,6 +38,7 @@ use crate::{
         tool_call::ToolCall,
     },
     domain::{call::RawArguments, request_error::RequestError},
+    mcp_model::refusal::{Refusal, refused_call},
     telemetry::{context::TraceHeaders, semconv},
 };
 
@@ -122,7 +123,7 @@ impl Face {
         record(&result, started);
         match result {
             Ok(called) => Ok(called.result.into()),
-            Err(error) => refused_call(error),
+            Err(error) => refused_call(Refusal::from(&error)).map(Into::into),
         }
     }
 

@@ -28,7 +28,7 @@ use axum::{
 use futures::{Stream, StreamExt as _};
 use http_body_util::BodyExt as _;
 use rmcp::{
-    model::{Extensions, RequestId, ServerJsonRpcMessage, ServerResult},
+    model::{CallToolResponse, Extensions, RequestId, ServerJsonRpcMessage, ServerResult},
     transport::streamable_http_server::SessionId,
 };
 use sse_stream::{KeepAlive, Sse, SseBody, Timer};
@@ -148,9 +148,7 @@ impl DirectCalls {
             };
             if let Some(answer) = answered {
                 let message = match answer {
-                    Ok(response) => {
-                        ServerJsonRpcMessage::response(ServerResult::from(response), id)
-                    }
+                    Ok(response) => ServerJsonRpcMessage::response(legacy(response), id),
                     Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
                 };
                 answers.finish(message);
@@ -183,6 +181,17 @@ impl DirectCalls {
             }
         }
     }
+}
+
+/// A call's answer in the shape rmcp gives sessions of the protocol versions answered
+/// directly (2025-06-18 and 2025-11-25, see [`plain_request`]): without 2026-07-28's
+/// `resultType` and non-object structured output, so that a refusal reads the same whichever
+/// way the face answers it.
+fn legacy(response: CallToolResponse) -> ServerResult {
+    let mut result = ServerResult::from(response);
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
+    result
 }
 
 /// One JSON-RPC message as the whole response.

@@ -25,22 +25,29 @@ use rmcp::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    changes, convert,
+    changes,
     directory::Directory,
     face_sessions::SessionKey,
     relay::Relay,
-    request::{Asker, FaceCaller, refused_request},
+    request::{Asker, FaceCaller},
     session::Session,
     tool_list::{self, ToolList},
 };
 use crate::{
     core::{broker::Broker, call_path::CallPath},
-    domain::request_error::RequestError,
+    domain::request_error::{METHOD_NOT_FOUND, RequestError},
     mcp_lists,
+    mcp_model::{
+        prompt,
+        refusal::{self, Asked, Refusal},
+        resource,
+    },
 };
 
-/// JSON-RPC's "method not found".
-const METHOD_NOT_FOUND: i32 = -32601;
+/// A refused request other than a call, as the one table says.
+fn refused_request(asked: Asked, error: &RequestError) -> ErrorData {
+    refusal::refused_request(asked, Refusal::from(error))
+}
 
 /// The MCP face's handler, one per client session; clones share the broker.
 #[derive(Clone)]
@@ -203,7 +210,7 @@ impl ServerHandler for Face {
             .catalog
             .resources()
             .filter(|(server, _)| caller.may_read(server.as_str()))
-            .flat_map(|(_, offered)| offered.resources.iter().map(convert::resource))
+            .flat_map(|(_, offered)| offered.resources.iter().map(resource::resource))
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
     }
@@ -219,7 +226,7 @@ impl ServerHandler for Face {
             .catalog
             .resources()
             .filter(|(server, _)| caller.may_read(server.as_str()))
-            .flat_map(|(_, offered)| offered.templates.iter().map(convert::template))
+            .flat_map(|(_, offered)| offered.templates.iter().map(resource::template))
             .collect();
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -230,24 +237,15 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&context.extensions);
-        let not_found = || {
-            ErrorData::resource_not_found(
-                format!(
-                    "no resource {:?}: resources/list and resources/templates/list show what can be read",
-                    request.uri
-                ),
-                None,
-            )
-        };
         let server = self
             .server_of(&caller, &request.uri)
-            .ok_or_else(not_found)?;
+            .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
             .broker
             .read_resource(&server, &request.uri, &values)
             .await
-            .map_err(refused_request)?;
+            .map_err(|error| refused_request(Asked::Resource, &error))?;
         Ok(result.into())
     }
 
@@ -257,9 +255,9 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&context.extensions);
-        let server = self.server_of(&caller, &request.uri).ok_or_else(|| {
-            ErrorData::resource_not_found(format!("no resource {:?}", request.uri), None)
-        })?;
+        let server = self
+            .server_of(&caller, &request.uri)
+            .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let key = (server.clone(), request.uri.clone());
         if !self.session.subscribed().insert(key.clone()) {
             return Ok(());
@@ -271,7 +269,7 @@ impl ServerHandler for Face {
             .await;
         if let Err(error) = subscribed {
             self.session.subscribed().remove(&key);
-            return Err(refused_request(error));
+            return Err(refused_request(Asked::Resource, &error));
         }
         Ok(())
     }
@@ -354,7 +352,7 @@ impl ServerHandler for Face {
             Err(RequestError::ServerError { code, .. }) if code == METHOD_NOT_FOUND => {
                 Ok(CompleteResult::default())
             }
-            Err(error) => Err(refused_request(error)),
+            Err(error) => Err(refused_request(Asked::Other, &error)),
         }
     }
 
@@ -370,7 +368,7 @@ impl ServerHandler for Face {
             .prompts()
             .values()
             .filter(|prompt| caller.may_prompt(&prompt.name))
-            .map(|prompt| convert::prompt(prompt))
+            .map(|exposed| prompt::prompt(&exposed.name, &exposed.spec))
             .collect();
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -382,10 +380,11 @@ impl ServerHandler for Face {
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&context.extensions);
         if !caller.may_prompt(&request.name) {
-            return Err(refused_request(RequestError::PromptDenied {
+            let denied = RequestError::PromptDenied {
                 caller: caller.key.id,
                 prompt: request.name,
-            }));
+            };
+            return Err(refused_request(Asked::Other, &denied));
         }
         let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
@@ -396,7 +395,7 @@ impl ServerHandler for Face {
                 &values,
             )
             .await
-            .map_err(refused_request)?;
+            .map_err(|error| refused_request(Asked::Other, &error))?;
         Ok(result.into())
     }
 }

@@ -8,7 +8,6 @@
 mod access;
 mod call;
 mod changes;
-pub mod convert;
 mod direct_calls;
 mod directory;
 mod face_sessions;

@@ -1,14 +1,10 @@
 //! What one MCP request to the face carries: its HTTP parts, its caller (admitted by the
-//! gate), the caller's values for per-caller servers, its trace context; and how the broker's
-//! refusals reach an MCP client.
+//! gate), the caller's values for per-caller servers, its trace context.
 
 use std::borrow::Cow;
 
 use opentelemetry::trace::TraceContextExt as _;
-use rmcp::{
-    ErrorData,
-    model::{CallToolResponse, CallToolResult, ContentBlock, Extensions, RequestMetaObject},
-};
+use rmcp::model::{Extensions, RequestMetaObject};
 use tracing::field;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
@@ -17,7 +13,6 @@ use crate::{
     domain::{
         caller::{CallerKey, CallerKind, CallerValues},
         grants::Patterns,
-        request_error::RequestError,
         views::Views,
     },
     telemetry::context::TraceHeaders,
@@ -146,43 +141,6 @@ pub fn server_span(
         span.record("trace_id", id.as_str());
     }
     (span, trace_id)
-}
-
-/// How a refused call reaches the client: a protocol error when the tool cannot be called
-/// by this name (unknown, not this caller's) or the server rejected the request itself;
-/// otherwise a tool result with `isError`, so that the model reads why and may adapt
-/// (arguments to fix, a rate to wait out, a server that is down).
-pub fn refused_call(error: RequestError) -> Result<CallToolResponse, ErrorData> {
-    match error {
-        RequestError::UnknownTool { .. } | RequestError::PermissionDenied { .. } => {
-            Err(ErrorData::invalid_params(error.to_string(), None))
-        }
-        RequestError::ServerError { code, message, .. } => {
-            Err(ErrorData::new(rmcp::model::ErrorCode(code), message, None))
-        }
-        RequestError::ShuttingDown
-        | RequestError::AuditUnavailable
-        | RequestError::Unauthenticated(_) => {
-            Err(ErrorData::internal_error(error.to_string(), None))
-        }
-        other => Ok(CallToolResult::error(vec![ContentBlock::text(other.to_string())]).into()),
-    }
-}
-
-/// A refused read or get as the JSON-RPC error an MCP client reads.
-pub fn refused_request(error: RequestError) -> ErrorData {
-    match error {
-        RequestError::UnknownResource { .. } => {
-            ErrorData::resource_not_found(error.to_string(), None)
-        }
-        RequestError::ServerError { code, message, .. } => {
-            ErrorData::new(rmcp::model::ErrorCode(code), message, None)
-        }
-        RequestError::UnknownPrompt { .. }
-        | RequestError::PromptDenied { .. }
-        | RequestError::InvalidArguments(_) => ErrorData::invalid_params(error.to_string(), None),
-        other => ErrorData::internal_error(other.to_string(), None),
-    }
 }
 
 impl<'a> FaceCaller<'a> {

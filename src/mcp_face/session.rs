@@ -17,7 +17,7 @@ use super::{
     Face, changes,
     request::{Asker, FaceCaller},
 };
-use crate::{auth::Caller, domain::uri_template, mcp_lists};
+use crate::{auth::Caller, mcp_lists, mcp_model::resource};
 
 /// What one client session chose.
 #[derive(Default)]
@@ -45,8 +45,8 @@ impl Face {
         Asker::of(extensions).caller(&self.broker.snapshot().views)
     }
 
-    /// The server whose resource `uri` is, as `caller` may read: a listed resource's, else
-    /// the first with a template it is, or fits.
+    /// The server whose resource `uri` is, of those `caller` may read, as
+    /// [`resource::owner`] finds it.
     pub(super) fn server_of(&self, caller: &Caller, uri: &str) -> Option<String> {
         let snapshot = self.broker.snapshot();
         let readable = || {
@@ -55,18 +55,18 @@ impl Face {
                 .resources()
                 .filter(|(server, _)| caller.may_read(server.as_str()))
         };
-        let listed = readable().find(|(_, offered)| offered.resources.iter().any(|r| r.uri == uri));
-        let templated = || {
-            readable().find(|(_, offered)| {
-                offered
-                    .templates
-                    .iter()
-                    .any(|t| t.uri_template == uri || uri_template::matches(&t.uri_template, uri))
-            })
-        };
-        listed
-            .or_else(templated)
-            .map(|(server, _)| server.to_string())
+        let listed = readable().flat_map(|(server, offered)| {
+            let server = server.as_str();
+            offered
+                .resources
+                .iter()
+                .map(move |r| (server, r.uri.as_str()))
+        });
+        let templates = readable().flat_map(|(server, offered)| {
+            let server = server.as_str();
+            (offered.templates.iter()).map(move |t| (server, t.uri_template.as_str()))
+        });
+        resource::owner(listed, templates, uri).map(str::to_owned)
     }
 
     /// Follows the catalog for `caller`, telling `peer` which lists changed and which of its

@@ -16,7 +16,6 @@ use std::{collections::BTreeMap, ops::Bound, sync::Arc};
 use bytes::Bytes;
 use rmcp::model::{RequestId, Tool};
 
-use super::convert;
 use crate::{
     auth::Caller,
     core::broker::Snapshot,
@@ -25,6 +24,7 @@ use crate::{
         names::{ExposedName, is_name_char},
         tool::ExposedTool,
     },
+    mcp_model::tool::{self as mcp_tool, ToolFields},
 };
 
 /// The tools of the latest revision asked for.
@@ -40,7 +40,7 @@ impl ToolList {
                 .catalog
                 .tools()
                 .values()
-                .map(|t| convert::tool(t))
+                .map(|tool| mcp_tool::tool(&ToolFields::of(tool, &tool.spec.input_schema_json())))
                 .collect()
         })
     }
@@ -108,7 +108,7 @@ pub fn page(
 const PIECE: usize = 256 * 1024;
 
 /// The JSON-RPC answer to one `tools/list` request: one [`Page`], its tools as
-/// [`convert::tool`] declares them, written in pieces of about 256 KiB as they are asked for.
+/// [`mcp_tool::tool`] declares them, written in pieces of about 256 KiB as they are asked for.
 pub struct Answer {
     /// The tools listed.
     tools: Vec<Arc<ExposedTool>>,
@@ -186,51 +186,20 @@ impl Iterator for Answer {
 fn size_hint(tool: &ExposedTool) -> usize {
     let spec = &tool.spec;
     let output = spec.output_schema_json.as_deref().map_or(0, str::len);
+    // The title is shown twice: as MCP's `title` and in the annotations.
     let title = spec.annotations.title.as_deref().map_or(0, str::len);
     tool.name.as_str().len()
         + spec.description.len()
         + spec.input_schema_json().len()
         + output
-        + title
+        + 2 * title
         + 192
 }
 
-/// One tool's JSON, its schemas copied as text. The texts are JSON objects by construction
-/// ([`ToolSpec`](crate::domain::tool::ToolSpec) serializes them from parsed objects), so
-/// they are not parsed again; were one not, it would go as [`convert::tool`] sends it (an
-/// input schema as `{}`, no output schema).
+/// One tool's JSON, as [`mcp_tool::write_json`] writes it from the schema texts.
 fn write_tool(out: &mut Vec<u8>, tool: &ExposedTool) -> serde_json::Result<()> {
-    let spec = &tool.spec;
-    out.extend_from_slice(br#"{"name":"#);
-    serde_json::to_writer(&mut *out, tool.name.as_str())?;
-    out.extend_from_slice(br#","description":"#);
-    serde_json::to_writer(&mut *out, &spec.description)?;
-    out.extend_from_slice(br#","inputSchema":"#);
-    let input = spec.input_schema_json();
-    out.extend_from_slice(if is_object(&input) {
-        input.as_bytes()
-    } else {
-        b"{}"
-    });
-    if let Some(output) = spec
-        .output_schema_json
-        .as_deref()
-        .filter(|text| is_object(text))
-    {
-        out.extend_from_slice(br#","outputSchema":"#);
-        out.extend_from_slice(output.as_bytes());
-    }
-    if let Some(annotations) = convert::tool_annotations(&spec.annotations) {
-        out.extend_from_slice(br#","annotations":"#);
-        serde_json::to_writer(&mut *out, &annotations)?;
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-/// Whether JSON `text` is an object.
-fn is_object(text: &str) -> bool {
-    text.trim_start().starts_with('{')
+    let input = tool.spec.input_schema_json();
+    mcp_tool::write_json(out, &ToolFields::of(tool, &input))
 }
 
 #[cfg(test)]
@@ -331,7 +300,10 @@ mod tests {
         let expected: Vec<Value> = listed
             .tools
             .iter()
-            .map(|tool| serde_json::to_value(convert::tool(tool)).unwrap())
+            .map(|tool| {
+                let input = tool.spec.input_schema_json();
+                serde_json::to_value(mcp_tool::tool(&ToolFields::of(tool, &input))).unwrap()
+            })
             .collect();
         let next = listed.next.clone().unwrap();
         let answer = Answer::new(listed, &RequestId::Number(9)).unwrap();

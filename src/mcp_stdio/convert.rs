@@ -1,5 +1,7 @@
-//! The broker's proto messages as MCP's (and the few MCP answers that go back), and how gRPC
-//! failures read in MCP. Pure: no I/O, so every rule here is unit-tested.
+//! The broker's proto messages as MCP's (and the few MCP answers that go back), and gRPC
+//! failures as refusals: tools, resources and prompts become the domain's forms, which
+//! [`mcp_model`](crate::mcp_model) shows as the HTTP face shows them. Pure: no I/O, so every
+//! rule here is unit-tested.
 
 // Logging is deprecated by MCP 2026-07-28 (SEP-2577) but is what servers use today.
 #![expect(
@@ -7,25 +9,26 @@
     reason = "logging is what clients before MCP 2026-07-28 use"
 )]
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use base64::{Engine, engine::general_purpose::STANDARD as BASE64};
-use rmcp::{
-    ErrorData,
-    model::{
-        CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction,
-        GetPromptResult, JsonObject, LoggingLevel, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ProgressToken, Prompt, PromptArgument, PromptMessage,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, Tool,
-    },
+use rmcp::model::{
+    CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction,
+    GetPromptResult, JsonObject, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, Prompt, PromptMessage, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, Role, Tool,
 };
-use serde_json::{Map, Value, json};
-use tonic::Code;
+use serde_json::{Value, json};
 
 use crate::{
-    domain::uri_template,
+    domain::{
+        offer::{PromptArgumentSpec, PromptSpec, ResourceSpec, TemplateSpec},
+        request_error::Code,
+        tool::Annotations,
+    },
     grpc::convert::json_to_struct,
     mcp_lists::Stale,
+    mcp_model::{self, refusal::Refusal, tool::ToolFields},
     proto::{self, content::Kind, embedded_resource, resource_contents, watch_event::Event},
 };
 
@@ -34,36 +37,27 @@ fn given(text: String) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// A broker tool as MCP declares it: exposed name, the raw schemas, the hints.
-pub fn tool(tool: proto::Tool) -> Tool {
-    // The schema is the upstream server's, which MCP requires to be an object; a broker that
-    // somehow sent something else still yields a callable tool.
-    let input = match serde_json::from_str(&tool.input_schema_json) {
-        Ok(Value::Object(schema)) => schema,
-        _ => Map::from_iter([("type".to_owned(), Value::from("object"))]),
-    };
-    let mut out = Tool::new_with_raw(
-        tool.name,
-        given(tool.description).map(Into::into),
-        Arc::new(input),
-    );
-    if let Ok(Value::Object(output)) = serde_json::from_str(&tool.output_schema_json) {
-        out.output_schema = Some(Arc::new(output));
+/// A broker tool as MCP declares it (see [`mcp_model::tool`]).
+pub fn tool(tool: &proto::Tool) -> Tool {
+    let annotations = tool.annotations.as_ref().map(hints).unwrap_or_default();
+    mcp_model::tool::tool(&ToolFields {
+        name: &tool.name,
+        description: &tool.description,
+        input_schema: &tool.input_schema_json,
+        output_schema: Some(tool.output_schema_json.as_str()).filter(|text| !text.is_empty()),
+        annotations: &annotations,
+    })
+}
+
+/// The broker's annotations of a tool as the domain holds them.
+fn hints(annotations: &proto::ToolAnnotations) -> Annotations {
+    Annotations {
+        title: given(annotations.title.clone()),
+        read_only: annotations.read_only_hint,
+        destructive: annotations.destructive_hint,
+        idempotent: annotations.idempotent_hint,
+        open_world: annotations.open_world_hint,
     }
-    if let Some(hints) = tool.annotations {
-        // The broker folded MCP's `title` into the annotations' title; both get it back.
-        out.title = given(hints.title.clone());
-        out.annotations = crate::mcp_face::convert::annotations(
-            given(hints.title),
-            [
-                hints.read_only_hint,
-                hints.destructive_hint,
-                hints.idempotent_hint,
-                hints.open_world_hint,
-            ],
-        );
-    }
-    out
 }
 
 /// One content block of a result or prompt message, as MCP's (binary data base64 again).
@@ -149,79 +143,68 @@ pub fn severity(level: LoggingLevel) -> u8 {
     level as u8
 }
 
-/// What a failed gRPC call becomes for `tools/call`: a bad name or arguments are the request's
-/// fault (invalid params, as an MCP server answers them); refusals, limits, an unreachable
-/// server, timeouts and a missing login are a tool result with `isError`, because MCP clients
-/// show protocol errors to no one while the model reads a tool error and can wait, retry or
-/// choose another tool. What is left (an upstream's JSON-RPC error, a broker fault) stays the
-/// internal error it was.
-pub fn call_failure(code: Code, message: &str) -> Result<CallToolResult, ErrorData> {
-    match code {
-        Code::NotFound | Code::InvalidArgument => {
-            Err(ErrorData::invalid_params(message.to_owned(), None))
-        }
-        Code::PermissionDenied
-        | Code::Unauthenticated
-        | Code::ResourceExhausted
-        | Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::FailedPrecondition => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-            "the broker did not run the tool ({code:?}): {message}"
-        ))])),
-        _ => Err(ErrorData::internal_error(
-            format!("the broker failed ({code:?}): {message}"),
-            None,
-        )),
-    }
+/// A failed gRPC request as the refusal both faces map (see [`mcp_model::refusal`]): the
+/// broker's own statuses keep their code and message; any other (the connection to the
+/// broker failed, or something on the way answered) says so.
+pub fn refusal(status: &tonic::Status) -> Refusal {
+    let code = match status.code() {
+        tonic::Code::NotFound => Some(Code::NotFound),
+        tonic::Code::InvalidArgument => Some(Code::InvalidArgument),
+        tonic::Code::Unavailable => Some(Code::Unavailable),
+        tonic::Code::DeadlineExceeded => Some(Code::DeadlineExceeded),
+        tonic::Code::Internal => Some(Code::Internal),
+        tonic::Code::ResourceExhausted => Some(Code::ResourceExhausted),
+        tonic::Code::Unauthenticated => Some(Code::Unauthenticated),
+        tonic::Code::PermissionDenied => Some(Code::PermissionDenied),
+        tonic::Code::FailedPrecondition => Some(Code::FailedPrecondition),
+        tonic::Code::Ok
+        | tonic::Code::Cancelled
+        | tonic::Code::Unknown
+        | tonic::Code::AlreadyExists
+        | tonic::Code::Aborted
+        | tonic::Code::OutOfRange
+        | tonic::Code::Unimplemented
+        | tonic::Code::DataLoss => None,
+    };
+    let message = match code {
+        Some(_) => status.message().to_owned(),
+        None => format!(
+            "no answer from the broker ({:?}): {}",
+            status.code(),
+            status.message()
+        ),
+    };
+    Refusal { code, message }
 }
 
-/// What a failed gRPC call becomes for the other requests (lists, reads, prompts).
-pub fn request_failure(code: Code, message: &str) -> ErrorData {
-    match code {
-        Code::NotFound | Code::InvalidArgument => {
-            ErrorData::invalid_params(message.to_owned(), None)
-        }
-        _ => ErrorData::internal_error(format!("the broker failed ({code:?}): {message}"), None),
-    }
-}
-
-/// A listed resource as MCP's.
+/// A listed resource as MCP's (see [`mcp_model::resource`]).
 pub fn resource(resource: proto::Resource) -> Resource {
-    let mut out = Resource::new(resource.uri, resource.name);
-    out.title = given(resource.title);
-    out.description = given(resource.description);
-    out.mime_type = given(resource.mime_type);
-    out.size = resource.size;
-    out
+    mcp_model::resource::resource(&ResourceSpec {
+        uri: resource.uri,
+        name: resource.name,
+        title: given(resource.title),
+        description: given(resource.description),
+        mime_type: given(resource.mime_type),
+        size: resource.size,
+    })
 }
 
-/// A listed resource template as MCP's.
+/// A listed resource template as MCP's (see [`mcp_model::resource`]).
 pub fn template(template: proto::ResourceTemplate) -> ResourceTemplate {
-    let mut out = ResourceTemplate::new(template.uri_template, template.name);
-    out.title = given(template.title);
-    out.description = given(template.description);
-    out.mime_type = given(template.mime_type);
-    out
+    mcp_model::resource::template(&TemplateSpec {
+        uri_template: template.uri_template,
+        name: template.name,
+        title: given(template.title),
+        description: given(template.description),
+        mime_type: given(template.mime_type),
+    })
 }
 
-/// The server that can read `uri`: the one listing it, else one with a template it begins with
-/// the literal start of (up to the first expression), those it wholly matches first, then the
-/// longest such start.
+/// The server that reads `uri`, of those `listed` (see [`mcp_model::resource::owner`]).
 pub fn owner<'a>(listed: &'a proto::ListResourcesResponse, uri: &str) -> Option<&'a str> {
-    if let Some(resource) = listed.resources.iter().find(|r| r.uri == uri) {
-        return Some(&resource.server);
-    }
-    listed
-        .templates
-        .iter()
-        .filter_map(|template| {
-            let prefix = template.uri_template.split('{').next().unwrap_or_default();
-            let matches = uri_template::matches(&template.uri_template, uri);
-            uri.starts_with(prefix)
-                .then_some(((matches, prefix.len()), &template.server))
-        })
-        .max_by_key(|(rank, _)| *rank)
-        .map(|(_, server)| server.as_str())
+    let resources = (listed.resources.iter()).map(|r| (r.server.as_str(), r.uri.as_str()));
+    let templates = (listed.templates.iter()).map(|t| (t.server.as_str(), t.uri_template.as_str()));
+    mcp_model::resource::owner(resources, templates, uri)
 }
 
 /// A resource's contents as MCP's: text as text, bytes as base64.
@@ -250,24 +233,23 @@ pub fn read_result(response: proto::ReadResourceResponse) -> ReadResourceResult 
     ReadResourceResult::new(contents)
 }
 
-/// A listed prompt as MCP's.
+/// A listed prompt as MCP's (see [`mcp_model::prompt`]).
 pub fn prompt(prompt: proto::Prompt) -> Prompt {
-    let arguments: Vec<PromptArgument> = prompt
+    let arguments = prompt
         .arguments
         .into_iter()
-        .map(|argument| {
-            let mut out = PromptArgument::new(argument.name).with_required(argument.required);
-            out.description = given(argument.description);
-            out
-        })
-        .collect();
-    let mut out = Prompt::new(
-        prompt.name,
-        given(prompt.description),
-        (!arguments.is_empty()).then_some(arguments),
-    );
-    out.title = given(prompt.title);
-    out
+        .map(|argument| PromptArgumentSpec {
+            name: argument.name,
+            description: given(argument.description),
+            required: argument.required,
+        });
+    let spec = PromptSpec {
+        original: prompt.original_name,
+        title: given(prompt.title),
+        description: given(prompt.description),
+        arguments: arguments.collect(),
+    };
+    mcp_model::prompt::prompt(&prompt.name, &spec)
 }
 
 /// MCP's prompt arguments as the broker takes them: strings as they are, anything else as

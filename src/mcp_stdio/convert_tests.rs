@@ -25,7 +25,7 @@ fn a_tool_keeps_its_raw_schemas_and_hints() {
         }),
         ..Default::default()
     };
-    let tool = tool(listed);
+    let tool = tool(&listed);
     let json = serde_json::to_value(&tool).unwrap();
     assert_eq!(
         json,
@@ -44,7 +44,7 @@ fn a_tool_keeps_its_raw_schemas_and_hints() {
 
 #[test]
 fn a_bare_tool_has_no_optional_fields() {
-    let tool = tool(proto::Tool {
+    let tool = tool(&proto::Tool {
         name: "t".into(),
         input_schema_json: "not json".into(),
         annotations: Some(proto::ToolAnnotations::default()),
@@ -121,40 +121,23 @@ fn structured_content_that_is_not_json_is_an_error() {
 }
 
 #[test]
-fn grpc_failures_of_a_call_read_as_the_model_or_the_client_needs() {
-    for code in [Code::NotFound, Code::InvalidArgument] {
-        let error = call_failure(code, "unknown tool \"x\"").unwrap_err();
-        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
-        assert_eq!(error.message, "unknown tool \"x\"");
-    }
-    for code in [
-        Code::PermissionDenied,
-        Code::Unauthenticated,
-        Code::ResourceExhausted,
-        Code::Unavailable,
-        Code::DeadlineExceeded,
-        Code::FailedPrecondition,
-    ] {
-        let result = call_failure(code, "rate limited").unwrap();
-        assert_eq!(result.is_error, Some(true), "{code:?}");
-        let text = &result.content[0].as_text().unwrap().text;
-        assert!(text.contains("rate limited"), "{text}");
-    }
-    let error = call_failure(Code::Internal, "upstream said no").unwrap_err();
-    assert_eq!(error.code, ErrorCode::INTERNAL_ERROR);
-    assert!(error.message.contains("upstream said no"));
-}
-
-#[test]
-fn grpc_failures_of_other_requests_are_errors() {
-    let error = request_failure(Code::NotFound, "unknown prompt");
-    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
-    let error = request_failure(Code::Unauthenticated, "bad token");
-    assert_eq!(error.code, ErrorCode::INTERNAL_ERROR);
+fn the_brokers_statuses_keep_their_code_and_message_and_others_say_the_link_failed() {
+    let status = tonic::Status::permission_denied("the token \"a\" may not call \"t\"");
     assert_eq!(
-        error.message,
-        "the broker failed (Unauthenticated): bad token"
+        refusal(&status),
+        Refusal {
+            code: Some(Code::PermissionDenied),
+            message: "the token \"a\" may not call \"t\"".into(),
+        }
     );
+    let lost = refusal(&tonic::Status::unknown("transport error"));
+    assert_eq!(lost.code, None);
+    assert_eq!(
+        lost.message,
+        "no answer from the broker (Unknown): transport error"
+    );
+    let error = crate::mcp_model::refusal::refused_call(lost).unwrap_err();
+    assert_eq!(error.code, ErrorCode::INTERNAL_ERROR);
 }
 
 fn listed() -> proto::ListResourcesResponse {
@@ -186,27 +169,8 @@ fn listed() -> proto::ListResourcesResponse {
 fn a_uri_is_read_from_the_server_that_lists_it_or_whose_template_fits_best() {
     let listed = listed();
     assert_eq!(owner(&listed, "demo://readme"), Some("a"));
-    assert_eq!(
-        owner(&listed, "demo://echo/fixed"),
-        Some("b"),
-        "listed beats templates"
-    );
-    assert_eq!(
-        owner(&listed, "demo://echo/hello"),
-        Some("c"),
-        "the longest literal start"
-    );
-    assert_eq!(
-        owner(&listed, "demo://echo/hello/2"),
-        Some("e"),
-        "a whole match first"
-    );
-    assert_eq!(owner(&listed, "demo://other"), Some("a"));
-    assert_eq!(
-        owner(&listed, "demo://a/b"),
-        Some("a"),
-        "else the literal start"
-    );
+    assert_eq!(owner(&listed, "demo://echo/fixed"), Some("b"));
+    assert_eq!(owner(&listed, "demo://echo/hello/2"), Some("e"));
     assert_eq!(owner(&listed, "file:///etc/hosts"), Some("d"));
     assert_eq!(owner(&listed, "http://x"), None);
 }

@@ -36,6 +36,7 @@ use super::{convert, watch};
 use crate::{
     client::Client,
     mcp_lists,
+    mcp_model::refusal::{self, Asked},
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
 
@@ -72,7 +73,7 @@ impl StdioFace {
             .list_resources(proto::ListResourcesRequest::default())
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| convert::request_failure(status.code(), status.message()))
+            .map_err(|status| refused(Asked::Other, &status))
     }
 
     /// Runs the call over CallToolStream, relaying its events, until its result.
@@ -143,9 +144,14 @@ impl StdioFace {
     }
 }
 
-/// A failed call as [`convert::call_failure`] says.
+/// A failed call as the one table says.
 fn failed(status: &tonic::Status) -> Result<CallToolResponse, ErrorData> {
-    convert::call_failure(status.code(), status.message()).map(Into::into)
+    refusal::refused_call(convert::refusal(status)).map(Into::into)
+}
+
+/// A failed request other than a call as the one table says.
+fn refused(asked: Asked, status: &tonic::Status) -> ErrorData {
+    refusal::refused_request(asked, convert::refusal(status))
 }
 
 /// Progress goes to the client only if it asked for it (gave a token).
@@ -321,10 +327,10 @@ impl ServerHandler for StdioFace {
                 ..Default::default()
             })
             .await
-            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+            .map_err(|status| refused(Asked::Other, &status))?;
         let tools = response.into_inner().tools;
         Ok(ListToolsResult::with_all_items(
-            tools.into_iter().map(convert::tool).collect(),
+            tools.iter().map(convert::tool).collect(),
         ))
     }
 
@@ -385,19 +391,17 @@ impl ServerHandler for StdioFace {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let not_found =
-            || ErrorData::resource_not_found(format!("no resource {}", request.uri), None);
         // MCP names no server; the broker needs one, found where the URI is listed.
         let listed = self.listed_resources().await?;
-        let server = convert::owner(&listed, &request.uri).ok_or_else(not_found)?;
+        let server = convert::owner(&listed, &request.uri)
+            .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let read = proto::ReadResourceRequest {
             server: server.to_owned(),
             uri: request.uri.clone(),
         };
         match self.broker.clone().read_resource(read).await {
             Ok(response) => Ok(convert::read_result(response.into_inner()).into()),
-            Err(status) if status.code() == tonic::Code::NotFound => Err(not_found()),
-            Err(status) => Err(convert::request_failure(status.code(), status.message())),
+            Err(status) => Err(refused(Asked::Resource, &status)),
         }
     }
 
@@ -411,7 +415,7 @@ impl ServerHandler for StdioFace {
             .clone()
             .list_prompts(proto::ListPromptsRequest::default())
             .await
-            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+            .map_err(|status| refused(Asked::Other, &status))?;
         let prompts = response.into_inner().prompts;
         Ok(ListPromptsResult::with_all_items(
             prompts.into_iter().map(convert::prompt).collect(),
@@ -432,7 +436,7 @@ impl ServerHandler for StdioFace {
             .clone()
             .get_prompt(get)
             .await
-            .map_err(|status| convert::request_failure(status.code(), status.message()))?;
+            .map_err(|status| refused(Asked::Other, &status))?;
         convert::prompt_result(response.into_inner())
             .map(Into::into)
             .map_err(|reason| ErrorData::internal_error(reason, None))

@@ -82,6 +82,14 @@ impl Upstream {
         self.max_timeout
     }
 
+    /// Whether the server announced the `resources` capability at initialize; `None` when
+    /// its session does not say (then it is asked, and its answer tells).
+    pub fn offers_resources(&self) -> Option<bool> {
+        // Replicas run the same program: one's capabilities are all's.
+        let info = self.replicas.first()?.peer.peer_info()?;
+        Some(info.capabilities.resources.is_some())
+    }
+
     /// How many per-caller sessions are open (none for a shared server).
     pub fn caller_sessions(&self) -> Option<usize> {
         self.pool.as_ref().map(|pool| pool.sessions())

@@ -72,6 +72,12 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "unknown_resource",
         ),
         (
+            RequestError::NoResources { server: server() },
+            NotFound,
+            Debug,
+            "no_resources",
+        ),
+        (
             RequestError::UnknownServer { name: "x".into() },
             NotFound,
             Debug,
