@@ -1,7 +1,21 @@
 //! toolbroker: serves the tools of many MCP servers to agents over one gRPC contract.
 //!
-//! The pure core (`domain`) knows nothing of I/O; `upstream` speaks MCP, `grpc` speaks to agents,
-//! `broker` owns the catalog between them, and `app` wires it all together.
+//! Layers, each importing only those below it (checked with `rust_imports.py --never`):
+//! - `domain`: pure rules (config, names, schemas, the catalog, call rules, the error table,
+//!   grants, views, how a caller renders); no I/O.
+//! - `upstream` (MCP sessions with the servers: transports, pools, supervisors, OAuth),
+//!   `conversation` (the channel of a streaming call, shared by upstream and the faces),
+//!   `net`, `tls`, `tls_provider`, `telemetry`, `metrics`, `auth` (who is calling),
+//!   `foreign_errors` (dependency error texts, read in one place), `proto` (generated types).
+//! - `core`: the broker (the catalog's single writer) and the one call path every face uses
+//!   (shutdown, view, grants, audit, rates, schema, timeout, in flight), rates and the audit
+//!   log. It imports no face; `upstream` never imports it.
+//! - The faces: `grpc` (the tonic service), `mcp_face` (the MCP face over streamable HTTP),
+//!   `mcp_stdio` (the stdio bridge, a gRPC client of the broker), sharing `mcp_model` (one
+//!   projection of tools, resources and prompts, one refusal table) and `mcp_lists`. No face
+//!   imports another.
+//! - The shell: `app` (builds and runs it all), `cli`, `config_file`, `reload`, `health`,
+//!   `login`, `client` (`toolbroker tools` and `call`), `demo_server`.
 
 // The one exception, setting a child's parent-death signal, is allowed where it is.
 #![deny(unsafe_code)]
