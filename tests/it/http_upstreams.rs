@@ -273,7 +273,8 @@ async fn a_call_lost_with_its_server_is_unavailable_and_not_repeated() {
 #[tokio::test]
 async fn urls_that_are_not_reachable_mcp_servers_fail_with_a_reason() {
     let not_mcp = common::servers::not_mcp().await;
-    let refused = format!("http://127.0.0.1:{}/mcp", common::servers::free_port());
+    let (refusing, _held) = common::servers::refusing();
+    let refused = format!("http://{refusing}/mcp");
     let plain = HttpServer::demo("streamable-http", None).await;
     let tls = plain.url.replace("http://", "https://");
     let broker = Broker::builder()

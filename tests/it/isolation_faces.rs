@@ -54,8 +54,8 @@ async fn broker() -> (Broker, String) {
         .start()
         .await;
     broker.wait_ready().await;
-    let addr = broker.face_addr().await;
-    (broker, format!("http://{addr}/mcp"))
+    let url = broker.face_url().await;
+    (broker, url)
 }
 
 fn arguments(tool: &str) -> Value {

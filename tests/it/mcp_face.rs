@@ -18,7 +18,6 @@ use crate::common::{
     face::post,
     interactive,
     issuer::{self, Key},
-    servers::free_port,
 };
 use rmcp::{
     ClientHandler, ErrorData, RoleClient, ServiceExt as _,
@@ -44,13 +43,13 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 async fn face(extra: impl FnOnce(common::Builder) -> common::Builder) -> (Broker, String) {
     // reqwest (the tests' raw requests) wants a crypto provider installed.
     toolbroker::tls_provider::install();
-    let port = free_port();
     let builder = Broker::builder()
         .server(demo("demo").prefix("d_"))
-        .top("mcp_listen", format!("127.0.0.1:{port}"));
+        .top("mcp_listen", "127.0.0.1:0");
     let broker = extra(builder).start().await;
     broker.wait_ready().await;
-    (broker, format!("http://127.0.0.1:{port}/mcp"))
+    let url = broker.face_url().await;
+    (broker, url)
 }
 
 /// What the test client saw: progress, list changes, log messages, resource updates; it
@@ -1049,11 +1048,8 @@ async fn a_view_is_served_at_its_own_path_and_follows_a_reload() {
     assert!(unknown.text().await.unwrap().contains("math"));
 
     // A reload widens the view: the session is told, and lists the new tool.
-    let port = url
-        .trim_start_matches("http://127.0.0.1:")
-        .trim_end_matches("/mcp");
     let after = common::Config::new()
-        .top("mcp_listen", format!("127.0.0.1:{port}"))
+        .top("mcp_listen", "127.0.0.1:0")
         .top("views", json!({"math": ["d_add", "d_echo"]}))
         .server(demo("demo").prefix("d_"));
     broker.rewrite_config(&after.text());

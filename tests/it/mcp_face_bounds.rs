@@ -22,8 +22,7 @@ async fn face(
         .top("mcp_listen", format!("{host}:0"));
     let broker = extra(builder).start().await;
     broker.wait_ready().await;
-    let addr = broker.face_addr().await;
-    let url = format!("http://127.0.0.1:{}/mcp", addr.port());
+    let url = broker.face_url().await;
     (broker, url)
 }
 

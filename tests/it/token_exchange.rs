@@ -113,7 +113,8 @@ async fn each_callers_token_is_exchanged_once_and_sent_to_the_server() {
 #[tokio::test]
 async fn an_unreachable_token_endpoint_is_unavailable() {
     let http = HttpServer::demo("streamable-http", None).await;
-    let down = format!("http://127.0.0.1:{}/token", common::servers::free_port());
+    let (refusing, _held) = common::servers::refusing();
+    let down = format!("http://{refusing}/token");
     // No discovery token: the listing session goes without one (this demo asks for none).
     let broker = broker(vec![exchanging("remote", &http.url, &down, json!({}))]).await;
     let status = authorization_seen(&broker, "alice", "remote_whoami")

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{Broker, demo, servers::free_port};
+use crate::common::{Broker, demo};
 
 pub const ALICE: Option<&str> = Some("alice-token");
 
@@ -13,7 +13,6 @@ pub const ALICE: Option<&str> = Some("alice-token");
 /// its audit log as `audit` says; and the face's URL.
 pub async fn broker(audit: Value) -> (Broker, String) {
     toolbroker::tls_provider::install();
-    let port = free_port();
     let broker = Broker::builder()
         .server(demo("demo").prefix("demo_"))
         .top(
@@ -22,12 +21,13 @@ pub async fn broker(audit: Value) -> (Broker, String) {
         )
         .top("audit", audit)
         .top("metrics_listen", "127.0.0.1:0")
-        .top("mcp_listen", format!("127.0.0.1:{port}"))
+        .top("mcp_listen", "127.0.0.1:0")
         .env("ALICE", "alice-token")
         .start()
         .await;
     broker.wait_ready().await;
-    (broker, format!("http://127.0.0.1:{port}/mcp"))
+    let url = broker.face_url().await;
+    (broker, url)
 }
 
 /// The audit file's lines now: no waiting.

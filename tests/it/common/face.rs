@@ -101,4 +101,10 @@ impl Broker {
             .await;
         line["addr"].as_str().unwrap().parse().unwrap()
     }
+
+    /// The MCP face's URL (`/mcp`) on 127.0.0.1, its port from the broker's log: a face bound to
+    /// port 0 holds its port from the start.
+    pub async fn face_url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.face_addr().await.port())
+    }
 }

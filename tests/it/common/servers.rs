@@ -1,6 +1,6 @@
 //! MCP servers that tests start themselves: our demo server and server-everything over HTTP, and
-//! a plain HTTP server that is not MCP at all. Each is started on a free 127.0.0.1 port and
-//! waited for by a line of its output.
+//! a plain HTTP server that is not MCP at all. Each binds port 0 itself and is waited for by the
+//! line of its output that names the port it got.
 
 use std::{net::SocketAddr, process::Stdio, time::Duration};
 
@@ -10,7 +10,7 @@ use tokio::{
     sync::watch,
 };
 
-use super::{WAIT, everything_js, toolbroker_bin};
+use super::{WAIT, everything_js, repo, toolbroker_bin};
 
 /// An MCP server process listening on HTTP.
 pub struct HttpServer {
@@ -53,21 +53,30 @@ impl HttpServer {
         server
     }
 
-    /// server-everything in `mode` (`sse` or `streamableHttp`).
+    /// server-everything in `mode` (`sse` or `streamableHttp`), on the port the kernel picked for
+    /// its `PORT=0`: it prints the port it was given, so a preloaded script prints the bound one.
     pub async fn everything(mode: &str) -> HttpServer {
-        let port = free_port();
-        let args = vec![everything_js().display().to_string(), mode.to_string()];
-        let (child, output) = spawn("node", &args, &[("PORT".to_string(), port.to_string())]);
-        let path = if mode == "sse" { "sse" } else { "mcp" };
+        const BOUND: &str = "report-port: listening on port ";
+        let args = vec![
+            "--require".to_string(),
+            repo()
+                .join("tests/npm/report-port.cjs")
+                .display()
+                .to_string(),
+            everything_js().display().to_string(),
+            mode.to_string(),
+        ];
+        let (child, output) = spawn("node", &args, &[("PORT".to_string(), "0".to_string())]);
         let mut server = HttpServer {
             child,
             output,
-            url: format!("http://127.0.0.1:{port}/{path}"),
+            url: String::new(),
             args: Vec::new(),
         };
-        server
-            .wait_for_line(|l| l.contains(&port.to_string()))
-            .await;
+        let line = server.wait_for_line(|l| l.starts_with(BOUND)).await;
+        let port: u16 = line[BOUND.len()..].parse().expect("a port number");
+        let path = if mode == "sse" { "sse" } else { "mcp" };
+        server.url = format!("http://127.0.0.1:{port}/{path}");
         server
     }
 
@@ -167,13 +176,12 @@ async fn collect(
     }
 }
 
-/// A port that was free a moment ago (for servers that take a port, not an address).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A 127.0.0.1 address that refuses connections while the returned socket lives: the socket is
+/// bound there but never listens, so the port stays ours and a connection to it is reset.
+pub fn refusing() -> (SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    (socket.local_addr().unwrap(), socket)
 }
 
 /// A plain HTTP server that answers 404 to everything: not an MCP server.
