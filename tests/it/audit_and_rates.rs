@@ -4,9 +4,12 @@
 //! RESOURCE_EXHAUSTED with `retry-after` and a RetryInfo, recovers after it, and never slows
 //! another caller.
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
-use crate::common::{Broker, demo};
+use crate::{
+    audit_support,
+    common::{self, Broker, demo},
+};
 use serde_json::{Value, json};
 use tonic::Code;
 use tonic_types::StatusExt as _;
@@ -42,28 +45,6 @@ async fn broker(audit: Value, limits: Option<Value>) -> Broker {
 }
 
 const ALICE: Option<&str> = Some("alice-canary-9f3e1d");
-
-/// The audit file's lines, once it holds `count`.
-async fn lines(path: &Path, count: usize) -> Vec<Value> {
-    let read = || {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("a JSON line"))
-            .collect::<Vec<Value>>()
-    };
-    let waited = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let lines = read();
-            if lines.len() >= count {
-                return lines;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    waited.unwrap_or_else(|_| panic!("{} holds {:?}, not {count} lines", path.display(), read()))
-}
 
 #[tokio::test]
 async fn every_call_is_audited_with_its_outcome_and_no_secret_and_rotation_reopens_the_file() {
@@ -115,7 +96,7 @@ async fn every_call_is_audited_with_its_outcome_and_no_secret_and_rotation_reope
         ]
     );
 
-    let lines = lines(&file, 8).await;
+    let lines = audit_support::lines(&file, 8).await;
     let seen: Vec<(Value, Value, Value, Value, Value)> = lines
         .iter()
         .map(|l| {
@@ -196,7 +177,7 @@ async fn every_call_is_audited_with_its_outcome_and_no_secret_and_rotation_reope
         .call_as(ALICE, &[], "demo_echo", r#"{"message":"after"}"#)
         .await
         .unwrap();
-    let after = self::lines(&file, 1).await;
+    let after = audit_support::lines(&file, 1).await;
     assert_eq!(after.len(), 1, "{after:?}");
     assert_eq!(after[0]["tool"], "demo_echo");
     assert_eq!(
@@ -225,7 +206,7 @@ async fn arguments_are_recorded_only_when_enabled() {
         .unwrap();
     let status = broker.terminate().await;
     assert!(status.success(), "{status:?}");
-    let lines = lines(&file, 2).await;
+    let lines = audit_support::lines(&file, 2).await;
     assert_eq!(lines[0]["arguments"], json!({"a": 2, "b": 3}));
     assert_eq!(lines[1]["arguments"], json!({"message": "last"}));
 }
@@ -291,7 +272,7 @@ async fn a_caller_over_its_rate_waits_retry_after_and_never_slows_another() {
     let retry = status.get_details_retry_info().expect("a RetryInfo detail");
     assert_eq!(retry.retry_delay, Some(Duration::from_secs(1)));
 
-    // After retry-after, alice may call again.
+    // After retry-after, alice may call again: waiting as long as it says is what is tested.
     tokio::time::sleep(Duration::from_secs(retry_after)).await;
     broker.call_as(ALICE, &[], "demo_echo", echo).await.unwrap();
 }
@@ -327,17 +308,15 @@ async fn with_on_failure_drop_a_failing_audit_disk_never_fails_a_call_and_drops_
         })
         .await;
     toolbroker::tls_provider::install();
-    let dropped = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
+    let dropped = common::poll(
+        "the 5 lines counted as dropped",
+        Duration::from_millis(50),
+        || async {
             let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
-            match sample(&text, "toolbroker_audit_dropped_total") {
-                Some(count) if count >= 5.0 => return count,
-                _ => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
-    })
-    .await
-    .expect("the 5 lines counted as dropped");
+            sample(&text, "toolbroker_audit_dropped_total").filter(|count| *count >= 5.0)
+        },
+    )
+    .await;
     assert_eq!(dropped, 5.0);
 }
 
@@ -353,7 +332,7 @@ async fn a_call_its_caller_gives_up_on_is_audited_as_cancelled() {
             .is_err(),
         "the sleep outlasts the caller's patience"
     );
-    let lines = lines(&file, 1).await;
+    let lines = audit_support::lines(&file, 1).await;
     assert_eq!(lines[0]["code"], "CANCELLED", "{lines:?}");
     assert_eq!(lines[0]["tool"], "demo_sleep");
     assert_eq!(lines[0]["server"], "demo");
@@ -389,7 +368,7 @@ async fn streaming_calls_are_audited_like_unary_ones_refused_ones_included() {
         Ok(mut stream) => stream.result().await.unwrap_err(),
     };
     assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
-    let audited = lines(&file, 3).await;
+    let audited = audit_support::lines(&file, 3).await;
     let summary: Vec<(Value, Value, Value)> = audited
         .iter()
         .map(|l| (l["caller"].clone(), l["tool"].clone(), l["code"].clone()))

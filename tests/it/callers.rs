@@ -2,8 +2,10 @@
 //! new key), their claims granting tools, beside static tokens; and every bad JWT refused with
 //! UNAUTHENTICATED saying which check failed.
 
+use std::time::Duration;
+
 use crate::common::{
-    self, Broker, WAIT, as_caller, demo,
+    self, Broker, as_caller, demo,
     issuer::{AUDIENCE, ISSUER, JwksServer, Key, claims, jwks_file, now},
 };
 use serde_json::{Value, json};
@@ -167,24 +169,22 @@ async fn a_jwks_url_is_fetched_at_start_and_again_for_a_rotated_key() {
     // The issuer rotates its key: a token with the new kid makes the broker fetch again (at
     // most once per jwks_refetch_interval, so it may take a second).
     jwks.rotate(&[&new]);
-    let rotated = async {
-        loop {
-            match broker
+    let answer = common::poll(
+        "the new key fetched",
+        Duration::from_millis(200),
+        || async {
+            let called = broker
                 .call_as(Some(&scoped(&new)), &[], "echo", r#"{"message": "new"}"#)
-                .await
-            {
-                Ok(answer) => return answer,
-                Err(status) => {
+                .await;
+            called
+                .inspect_err(|status| {
                     assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
                     assert!(status.message().contains("\"new\""), "{status:?}");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            }
-        }
-    };
-    let answer = tokio::time::timeout(WAIT, rotated)
-        .await
-        .expect("the new key is fetched");
+                })
+                .ok()
+        },
+    )
+    .await;
     assert_eq!(answer.text, "new");
     // A few tries, yet the JWKS was fetched only as the interval allows.
     let fetches = jwks.fetches();

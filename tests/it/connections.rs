@@ -165,15 +165,11 @@ async fn a_connection_flood_is_bounded_and_the_broker_still_serves() {
     for (door, bytes) in &doors {
         held.push(stranger(*door, bytes).await);
     }
-    let full = async {
-        // No event says a connection was accepted; the gauge is read until it says so.
-        while metric(&metrics, "toolbroker_connections_open").await < MAX as f64 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(WAIT, full)
-        .await
-        .expect("every place taken");
+    // No event says a connection was accepted; the gauge is read until it says so.
+    common::poll("every place taken", Duration::from_millis(50), || async {
+        (metric(&metrics, "toolbroker_connections_open").await >= MAX as f64).then_some(())
+    })
+    .await;
 
     // Past the budget: 350 more, on all three listeners at once, each closed at once.
     let extras = (0..350).map(|i| {

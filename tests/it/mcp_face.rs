@@ -14,7 +14,7 @@ use std::{
 };
 
 use crate::common::{
-    self, Broker, STARTUP, WAIT, demo, everything,
+    self, Broker, WAIT, demo, everything,
     face::post,
     interactive,
     issuer::{self, Key},
@@ -305,20 +305,15 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .unwrap()
 }
 
-/// The audit file's lines, once it holds `count`.
-async fn audit_lines(path: &Path, count: usize) -> Vec<Value> {
-    for _ in 0..500 {
-        let lines: Vec<Value> = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
-        if lines.len() >= count {
-            return lines;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{} never held {count} lines", path.display())
+/// The resource updates `client` saw after the first `seen`, once they include `uri`'s. The
+/// client records them as they come; nothing signals one, so this polls.
+async fn updates_after(client: &Client, seen: usize, uri: &str) -> Vec<String> {
+    let what = format!("notifications/resources/updated for {uri}");
+    common::poll(&what, Duration::from_millis(20), || async {
+        let later = client.updated.lock().unwrap()[seen..].to_vec();
+        later.iter().any(|u| u == uri).then_some(later)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -410,7 +405,7 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
     assert_eq!(refused_call(None, "d_echo").await.unwrap().status(), 401);
     let unknown = refused_call(Some("nobody"), "nowhere_tool").await.unwrap();
     assert_eq!(unknown.status(), 401);
-    let lines = audit_lines(&audit, 2).await;
+    let lines = crate::audit_support::lines(&audit, 2).await;
     let refusals: Vec<(&Value, &Value, &Value, &Value, &Value)> = lines
         .iter()
         .map(|l| {
@@ -488,7 +483,7 @@ async fn the_gate_acl_audit_and_rates_hold_on_the_face() {
     assert!(said.contains("rate"), "{said}");
 
     // Every call is audited, as over gRPC.
-    let lines = audit_lines(&audit, 5).await;
+    let lines = crate::audit_support::lines(&audit, 5).await;
     let codes: Vec<(&str, &str)> = lines[2..]
         .iter()
         .map(|l| (l["tool"].as_str().unwrap(), l["code"].as_str().unwrap()))
@@ -855,39 +850,39 @@ async fn logs_at_the_clients_level_subscriptions_and_completions_are_bridged() {
         .unwrap();
     assert_eq!(values, ["Engineering"]);
 
-    // A subscribed resource's updates reach the subscriber; after unsubscribing, none.
+    // A subscribed resource's updates reach the subscriber; after unsubscribing, none. A second
+    // document stays subscribed: its next update shows that the server's timer sent a round of
+    // updates after the unsubscribe.
     let resources = session.list_all_resources().await.unwrap();
-    let uri = resources
+    let documents: Vec<String> = resources
         .iter()
         .map(|r| r.uri.clone())
-        .find(|uri| uri.starts_with("demo://resource/static/document/"))
-        .expect("server-everything's documents are listed");
-    session
-        .subscribe(SubscribeRequestParams::new(uri.clone()))
-        .await
-        .unwrap();
+        .filter(|uri| uri.starts_with("demo://resource/static/document/"))
+        .collect();
+    let [uri, kept, ..] = documents.as_slice() else {
+        panic!("server-everything lists two documents or more: {documents:?}");
+    };
+    for subscribed in [uri, kept] {
+        session
+            .subscribe(SubscribeRequestParams::new(subscribed.clone()))
+            .await
+            .unwrap();
+    }
     // The server sends an update at once, then every 5 s.
     session
         .call_tool(call("e_toggle-subscriber-updates", json!({})))
         .await
         .unwrap();
-    tokio::time::timeout(STARTUP, async {
-        while !client.updated.lock().unwrap().contains(&uri) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("notifications/resources/updated for the subscribed URI");
+    updates_after(&client, 0, uri).await;
     session
         .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
         .await
         .unwrap();
     let seen = client.updated.lock().unwrap().len();
-    tokio::time::sleep(Duration::from_millis(5500)).await;
-    assert_eq!(
-        client.updated.lock().unwrap().len(),
-        seen,
-        "no update after unsubscribing"
+    let later = updates_after(&client, seen, kept).await;
+    assert!(
+        !later.contains(uri),
+        "an update after unsubscribing: {later:?}"
     );
     session
         .call_tool(call("e_toggle-subscriber-updates", json!({})))

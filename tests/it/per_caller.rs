@@ -3,7 +3,7 @@
 //! process, as they are in HTTP headers), opened on first use, closed when idle or to make room,
 //! replaced when it dies, and never shared.
 
-use crate::common::{self, Broker, Server, WAIT, demo, memory, servers::HttpServer, url_server};
+use crate::common::{self, Broker, Server, demo, memory, servers::HttpServer, url_server};
 use serde_json::{Value, json};
 use tonic::Code;
 
@@ -262,14 +262,12 @@ async fn idle_sessions_close_and_a_dead_one_is_replaced_without_touching_others(
     let pid = |report: Value| report["pid"].as_u64().unwrap() as u32;
     let a = pid(whoami(&broker, "a", &[], &[]).await.unwrap());
     common::wait_gone(a).await;
-    let closed = async {
-        while sessions(&broker, "demo").await > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(WAIT, closed)
-        .await
-        .expect("the idle session closed");
+    common::poll(
+        "the idle session closed",
+        std::time::Duration::from_millis(100),
+        || async { (sessions(&broker, "demo").await == 0).then_some(()) },
+    )
+    .await;
 
     // a's process dies mid-call: its call fails, its next call gets a fresh process, and b's
     // session never notices.

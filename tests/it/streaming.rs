@@ -292,20 +292,14 @@ async fn over_streamable_http_each_request_reaches_the_call_it_came_with() {
 async fn server_everything_progress_elicitation_and_sampling() {
     let broker = broker_of(vec![everything("everything").prefix("ev_")]).await;
     // Its eliciting and sampling tools appear once it sees the broker's capabilities.
-    let deadline = Instant::now() + WAIT;
-    while !broker
-        .tools()
-        .await
-        .tools
-        .iter()
-        .any(|t| t.name == "ev_trigger-sampling-request")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the sampling tool never appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::poll("the sampling tool", Duration::from_millis(100), || async {
+        let tools = broker.tools().await.tools;
+        tools
+            .iter()
+            .any(|t| t.name == "ev_trigger-sampling-request")
+            .then_some(())
+    })
+    .await;
 
     let mut stream = broker
         .stream_call(

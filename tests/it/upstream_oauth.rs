@@ -68,6 +68,8 @@ fn client_credentials() -> Value {
 #[tokio::test]
 async fn client_credentials_are_cached_renewed_before_expiry_and_never_logged() {
     let (oauth, mcp) = protected(Duration::from_secs(8)).await;
+    // The first token is issued after this.
+    let started = Instant::now();
     let broker = broker_for(remote(&mcp.url, client_credentials())).await;
 
     let seen = whoami(&broker).await;
@@ -84,10 +86,19 @@ async fn client_credentials_are_cached_renewed_before_expiry_and_never_logged() 
     assert_eq!(first.resource.as_deref(), Some(mcp.url.as_str()));
     assert_eq!(first.scope.as_deref(), Some("mcp"));
 
-    // Renewed 30 s or half its lifetime before expiry: past 4 s of its 8 a new one is got.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
-    assert_eq!(whoami(&broker).await["client_id"], "broker");
-    assert_eq!(oauth.token_requests().len(), 2, "renewed before expiry");
+    // Renewed 30 s or half its lifetime before expiry: calls go on with the cached token, and
+    // the first one past 4 s of its 8 gets a new one.
+    let renewed_at = common::poll("a renewed token", Duration::from_millis(200), || async {
+        assert_eq!(whoami(&broker).await["client_id"], "broker");
+        (oauth.token_requests().len() > 1).then(|| started.elapsed())
+    })
+    .await;
+    // The token was issued after `started`, so it expires after `started` + 8 s.
+    assert!(
+        (Duration::from_secs(4)..Duration::from_secs(8)).contains(&renewed_at),
+        "renewed {renewed_at:?} after the start: past half its lifetime, before expiry"
+    );
+    assert_eq!(oauth.token_requests().len(), 2, "renewed once");
     assert_eq!(whoami(&broker).await["client_id"], "broker");
     assert_eq!(oauth.token_requests().len(), 2, "the new one is cached");
 
@@ -164,12 +175,14 @@ async fn a_refused_token_is_renewed_once_and_a_down_token_endpoint_fails_the_ser
         "{}",
         failed.message
     );
+    // The broker tries again (backoff 200ms..1s): nothing tells the test when, so it polls.
     let attempts = oauth.token_requests().len();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        oauth.token_requests().len() > attempts,
-        "the broker tries again (backoff 200ms..1s)"
-    );
+    common::poll(
+        "the broker tries again",
+        Duration::from_millis(50),
+        || async { (oauth.token_requests().len() > attempts).then_some(()) },
+    )
+    .await;
 
     oauth.set_down(false);
     broker.wait_for_state("remote", ServerState::Ready).await;
@@ -326,17 +339,11 @@ async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reload
             .map(|request| request.grant_type.unwrap_or_default())
             .collect()
     };
-    let refreshed_at = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            whoami(&broker).await;
-            if grants().len() > 1 {
-                return asked.elapsed();
-            }
-        }
+    let refreshed_at = common::poll("a refreshed token", Duration::from_millis(500), || async {
+        whoami(&broker).await;
+        (grants().len() > 1).then(|| asked.elapsed())
     })
-    .await
-    .expect("the token was refreshed before it ran out");
+    .await;
     assert!(refreshed_at < Duration::from_secs(10), "{refreshed_at:?}");
     assert_eq!(grants(), ["authorization_code", "refresh_token"]);
     let refreshed: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();

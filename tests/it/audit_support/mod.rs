@@ -1,7 +1,8 @@
 //! What the audit tests share: a broker with the demo server, alice's token, the MCP face and
-//! metrics; the audit file read as it is now; raw requests to the face.
+//! metrics; the audit file read as it is now or once it holds enough lines; raw requests to the
+//! face.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use serde_json::{Value, json};
 
@@ -37,6 +38,15 @@ pub fn lines_now(path: &Path) -> Vec<Value> {
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
+}
+
+/// The audit file's lines, once it holds `count`.
+pub async fn lines(path: &Path, count: usize) -> Vec<Value> {
+    let what = format!("{count} lines in {}", path.display());
+    crate::common::poll(&what, Duration::from_millis(20), || async {
+        Some(lines_now(path)).filter(|lines| lines.len() >= count)
+    })
+    .await
 }
 
 /// `{"message": message}`.

@@ -1,6 +1,7 @@
 //! The test harness: a real broker process on 127.0.0.1:0 with chosen upstreams (configs built
 //! as data), a connected tonic client, one Watch helper, and the broker's log lines. Nothing
-//! here sleeps to wait: it waits on events, each within a generous timeout.
+//! here sleeps to wait: it waits on events, or polls a condition that no event announces, each
+//! within a generous timeout.
 
 mod broker;
 mod calls;
@@ -179,16 +180,34 @@ pub fn alive(pid: u32) -> bool {
     !matches!(state, None | Some("Z") | Some("X"))
 }
 
+/// Polls `check` every `every` until it gives `Some`, within [`WAIT`], for what no event
+/// announces (a file's lines, a metric, another's process); panics naming `what` if it never
+/// does.
+pub async fn poll<T, F>(what: &str, every: Duration, mut check: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Option<T>>,
+{
+    let polled = async {
+        loop {
+            if let Some(found) = check().await {
+                return found;
+            }
+            tokio::time::sleep(every).await;
+        }
+    };
+    tokio::time::timeout(WAIT, polled)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {WAIT:?}"))
+}
+
 /// Waits until process `pid` (not ours: a child of the broker, say) is gone, within [`WAIT`].
 /// There is no event to wait on for another's process, so this polls its state.
 pub async fn wait_gone(pid: u32) {
-    let gone = tokio::time::timeout(WAIT, async {
-        while alive(pid) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let what = format!("process {pid} gone");
+    poll(&what, Duration::from_millis(20), || async {
+        (!alive(pid)).then_some(())
     })
-    .await;
-    assert!(gone.is_ok(), "process {pid} still alive after {WAIT:?}");
+    .await
 }
 
 /// CallTool `sleep` for `ms` milliseconds on the demo server.
