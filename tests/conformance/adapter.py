@@ -24,7 +24,6 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -78,12 +77,6 @@ def remaining(cap: float | None = None) -> float:
 def exposed_name(original: str) -> str:
     """The broker's exposed name with no prefix: characters outside [A-Za-z0-9_-] become _."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", original)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:
@@ -377,33 +370,29 @@ class Adapter:
             log(f"following the authorization URL: {e}")
 
     def start_broker(self) -> None:
-        for attempt in range(3):
-            port = free_port()
-            self.addr = f"http://127.0.0.1:{port}"
-            self.broker_log = self.tmp / f"broker-{attempt}.log"
-            self.broker_log_offset = 0
-            self.entries = []
-            log(f"starting the broker on 127.0.0.1:{port}")
-            with self.broker_log.open("wb") as out:
-                self.broker = self.spawn(
-                    ["serve", "--config", str(self.config_path), "--listen", f"127.0.0.1:{port}"],
-                    stdout=out, stderr=subprocess.STDOUT)
-            self.seen = 0  # entries wait_ready has looked at
-            while True:
-                self.new_log_entries()
-                if any(e.get("message") == "listening" for e in self.entries):
-                    return
-                rc = self.broker.poll()
-                if rc is not None:
-                    self.relay_broker_log(final=True)
-                    text = self.broker_log.read_text(errors="replace")
-                    if "in use" in text and attempt < 2:
-                        log("port taken meanwhile; another one")
-                        break
-                    raise Failed(f"the broker exited {rc} before listening")
-                remaining()
-                time.sleep(0.05)
-        raise Failed("no port to listen on")
+        """Starts the broker on 127.0.0.1 port 0: the port the kernel gave it is in its
+        `listening` line."""
+        self.broker_log = self.tmp / "broker.log"
+        self.broker_log_offset = 0
+        self.entries = []
+        with self.broker_log.open("wb") as out:
+            self.broker = self.spawn(
+                ["serve", "--config", str(self.config_path), "--listen", "127.0.0.1:0"],
+                stdout=out, stderr=subprocess.STDOUT)
+        self.seen = 0  # entries wait_ready has looked at
+        while True:
+            self.new_log_entries()
+            listening = [e for e in self.entries if e.get("message") == "listening"]
+            if listening:
+                self.addr = f"http://{listening[0]['addr']}"
+                log(f"the broker listens on {self.addr}")
+                return
+            rc = self.broker.poll()
+            if rc is not None:
+                self.relay_broker_log(final=True)
+                raise Failed(f"the broker exited {rc} before listening")
+            remaining()
+            time.sleep(0.05)
 
     def wait_ready(self) -> bool:
         """Waits for the server's first session: True once READY (the broker logs it with its

@@ -4,7 +4,7 @@
 # upstream (streamable HTTP, no prefix: the scenarios call the reference server's exact names).
 #
 # Installs what it needs as run-client.sh does (lib.sh), starts the reference server and a broker
-# on free 127.0.0.1 ports, runs every active server scenario (the suite's pending ones are
+# on 127.0.0.1 port 0 (each then names the port it got), runs every active server scenario (the suite's pending ones are
 # skipped, as the suite itself does) against http://127.0.0.1:<face>/mcp, prints one line per
 # scenario and the total of checks, keeps the results under tests/conformance/results/server/,
 # and stops both. Needs a built broker (cargo build --bins). Exit 1 if a check fails, 2 if the
@@ -31,10 +31,6 @@ die() { echo "run-server.sh: $*" >&2; exit 2; }
 # shellcheck source=tests/conformance/lib.sh
 . "$HERE/lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 PIDS=()
 stop_all() {
   local pid
@@ -49,11 +45,13 @@ stop_all() {
 trap stop_all EXIT
 trap 'stop_all; exit 143' INT TERM HUP
 
-# wait_for FILE PATTERN SECONDS WHAT: until FILE has a line matching PATTERN.
+# wait_for FILE PATTERN SECONDS WHAT [PID]: until FILE has a line matching PATTERN (while PID,
+# if given, runs).
 wait_for() {
-  local file=$1 pattern=$2 seconds=$3 what=$4
+  local file=$1 pattern=$2 seconds=$3 what=$4 pid=${5:-}
   for _ in $(seq $((seconds * 10))); do
     grep -q -- "$pattern" "$file" 2>/dev/null && return 0
+    [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
   echo "--- $file" >&2; tail -n 20 "$file" >&2
@@ -67,24 +65,23 @@ main() {
 
   # The reference server, unmodified but for where it listens: 127.0.0.1 only. It must sit
   # under $HERE for its imports to resolve from $HERE/node_modules.
-  local server=$HERE/results/everything-server.mts ref_port broker_port face_port
+  local server=$HERE/results/everything-server.mts preload ref_port face_addr
   sed 's/^app\.listen(PORT, () => {$/app.listen(Number(PORT), "127.0.0.1", () => {/' \
     "$HERE/reference/everything-server.ts" >"$server" || die "cannot write $server"
   grep -q '"127.0.0.1", () => {' "$server" || die "the listen patch did not apply"
-  ref_port=$(free_port) broker_port=$(free_port) face_port=$(free_port)
+  # PORT=0: the kernel picks the port. The server prints the one it was given, so the script
+  # preloaded (tests/npm/report-port.cjs) prints the one it got.
+  preload=$(realpath tests/npm/report-port.cjs)
   # From $HERE: `--import tsx` resolves from the working directory.
-  (node=$(realpath "$NODE") && cd "$HERE" && PORT=$ref_port exec "$node" --import tsx results/everything-server.mts) \
+  (node=$(realpath "$NODE") && cd "$HERE" && PORT=0 exec "$node" --require "$preload" --import tsx results/everything-server.mts) \
     >"$RESULTS/reference.log" 2>&1 </dev/null &
   PIDS+=($!)
-  for _ in $(seq 600); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$ref_port") 2>/dev/null && break
-    kill -0 "${PIDS[0]}" 2>/dev/null || { tail -n 20 "$RESULTS/reference.log" >&2; die "the reference server exited"; }
-    sleep 0.1
-  done
+  wait_for "$RESULTS/reference.log" '^report-port: listening on port ' 60 "the reference server" "${PIDS[0]}"
+  ref_port=$(sed -n 's/^report-port: listening on port //p' "$RESULTS/reference.log" | head -n 1)
 
   cat >"$RESULTS/broker.yaml" <<EOF
-listen: 127.0.0.1:$broker_port
-mcp_listen: 127.0.0.1:$face_port
+listen: 127.0.0.1:0
+mcp_listen: 127.0.0.1:0
 servers:
   - name: reference
     url: http://127.0.0.1:$ref_port/mcp
@@ -93,6 +90,10 @@ EOF
   PIDS+=($!)
   wait_for "$RESULTS/broker.log" '"message":"listening"' 60 "the broker"
   wait_for "$RESULTS/broker.log" 'connected to mcp-conformance-test-server' 60 "the reference upstream"
+  wait_for "$RESULTS/broker.log" '"message":"MCP face listening at /mcp"' 60 "the MCP face"
+  face_addr=$(grep -m 1 '"message":"MCP face listening at /mcp"' "$RESULTS/broker.log" \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["addr"])')
+  [ -n "$face_addr" ] || die "the broker named no MCP face address"
 
   local scenarios=("$@") s
   if [ ${#scenarios[@]} -eq 0 ]; then
@@ -101,7 +102,7 @@ EOF
       | while read -r s; do [[ "$PENDING" == *" $s "* ]] || echo "$s"; done)
     [ ${#scenarios[@]} -gt 0 ] || die "the suite listed no server scenarios"
   fi
-  local url=http://127.0.0.1:$face_port/mcp start=$SECONDS
+  local url=http://$face_addr/mcp start=$SECONDS
   echo "${#scenarios[@]} server scenarios against the MCP face $url (reference server upstream); results in $RESULTS"
   local passed=0 failed=0 checks_ok=0 checks_bad=0 d ok bad warn counts
   printf '%-40s %-6s %s\n' scenario result "checks passed/total"

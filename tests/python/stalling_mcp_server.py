@@ -1,6 +1,6 @@
 """A stdio MCP server that stops reading its stdin on command, and checks every line it reads.
 
-It is the upstream of tests/stalled_stdin.rs: a busy server whose stdin pipe fills while the
+It is the upstream of tests/it/stalled_stdin.rs: a busy server whose stdin pipe fills while the
 broker has calls to send, some of whose callers give up mid-write. It speaks newline-delimited
 JSON-RPC 2.0 by hand (standard library only), so that what it reads is exactly what the broker
 wrote: no SDK buffers, reorders or skips a line.
