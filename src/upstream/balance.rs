@@ -47,6 +47,12 @@ impl Replica {
         }
     }
 
+    /// Whether its transport has ended. Known as soon as a call in flight learns it, so the
+    /// caller's next call never goes to a session whose end its supervisor has yet to see.
+    pub(super) fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed() || self.lane.as_ref().is_some_and(|lane| lane.is_closed())
+    }
+
     /// Its count of calls in flight, shared, for what follows the session beyond its calls.
     pub(super) fn in_flight(&self) -> Arc<AtomicUsize> {
         self.in_flight.clone()

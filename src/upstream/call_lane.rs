@@ -188,6 +188,11 @@ impl CallLane {
         drop(waiting);
     }
 
+    /// Whether the transport has ended (set before any waiting call learns it).
+    pub fn is_closed(&self) -> bool {
+        self.lock().is_none()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<i64, oneshot::Sender<Answer>>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }

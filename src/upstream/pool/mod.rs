@@ -202,6 +202,7 @@ impl Pool {
         let mut live = slot.live.lock().await;
         if let Some(open) = live.as_ref()
             && open.alive.load(Ordering::Relaxed)
+            && !open.replica.is_closed()
             && open.serves(resolved)
         {
             if let (Some(shared), Resolved::Http(endpoint)) = (&open.headers, resolved) {
