@@ -95,7 +95,7 @@ impl Face {
         trace_id: Option<String>,
     ) -> Result<CallToolResponse, ErrorData> {
         let asker = Asker::of(source.extensions);
-        let caller = asker.caller(&self.broker.snapshot().views);
+        let caller = asker.caller(&self.broker().snapshot().views);
         let arguments = request.arguments.unwrap_or_default();
         let pending = self.calls.audited(|with_arguments| {
             Draft::of(

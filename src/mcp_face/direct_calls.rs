@@ -107,7 +107,7 @@ impl DirectCalls {
         if !self.face.directory.in_session(session) {
             return None;
         }
-        let snapshot = self.face.broker.snapshot();
+        let snapshot = self.face.broker().snapshot();
         let caller = Asker::of_parts(Some(parts)).caller(&snapshot.views);
         let tools = snapshot.catalog.tools();
         let page = tool_list::page(tools, &caller, list.cursor(), tool_list::PAGE_BYTES).ok()?;

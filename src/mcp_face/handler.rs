@@ -52,8 +52,7 @@ fn refused_request(asked: Asked, error: &RequestError) -> ErrorData {
 /// The MCP face's handler, one per client session; clones share the broker.
 #[derive(Clone)]
 pub struct Face {
-    pub(super) broker: Broker,
-    /// The path of every call, shared with the gRPC face.
+    /// The path of every call (and the broker behind it), shared with the gRPC face.
     pub(super) calls: CallPath,
     pub(super) shutdown: CancellationToken,
     pub(super) session: Arc<Session>,
@@ -67,13 +66,17 @@ impl Face {
     /// A face whose calls go through `calls`, whose sessions end after `shutdown`.
     pub fn new(calls: CallPath, shutdown: CancellationToken) -> Self {
         Self {
-            broker: calls.broker().clone(),
             calls,
             shutdown,
             session: Arc::default(),
             tool_list: Arc::default(),
             directory: Arc::default(),
         }
+    }
+
+    /// The broker behind the face's calls, lists and subscriptions.
+    pub(super) fn broker(&self) -> &Broker {
+        self.calls.broker()
     }
 
     /// The handler of a new client session.
@@ -136,7 +139,7 @@ impl ServerHandler for Face {
         let stop = self.shutdown.child_token();
         let sink = subscription.sink();
         let watching = changes::follow(
-            &self.broker,
+            self.broker(),
             &asker,
             stop,
             || false,
@@ -155,7 +158,7 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&context.extensions);
-        let snapshot = self.broker.snapshot();
+        let snapshot = self.broker().snapshot();
         let cursor = request
             .as_ref()
             .and_then(|request| request.cursor.as_deref());
@@ -205,7 +208,7 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = self.caller(&context.extensions);
-        let snapshot = self.broker.snapshot();
+        let snapshot = self.broker().snapshot();
         let resources = snapshot
             .catalog
             .resources()
@@ -221,7 +224,7 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let caller = self.caller(&context.extensions);
-        let snapshot = self.broker.snapshot();
+        let snapshot = self.broker().snapshot();
         let templates = snapshot
             .catalog
             .resources()
@@ -242,7 +245,7 @@ impl ServerHandler for Face {
             .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
-            .broker
+            .broker()
             .read_resource(&server, &request.uri, &values)
             .await
             .map_err(|error| refused_request(Asked::Resource, &error))?;
@@ -264,7 +267,7 @@ impl ServerHandler for Face {
         }
         let values = FaceCaller::of(&caller, &context.extensions);
         let subscribed = self
-            .broker
+            .broker()
             .subscribe_resource(&server, &request.uri, &values)
             .await;
         if let Err(error) = subscribed {
@@ -290,7 +293,7 @@ impl ServerHandler for Face {
         };
         if let Some((server, uri)) = ours {
             let values = FaceCaller::of(&caller, &context.extensions);
-            self.broker
+            self.broker()
                 .unsubscribe_resource(&server, &uri, &values)
                 .await;
         }
@@ -318,7 +321,7 @@ impl ServerHandler for Face {
         // it is.
         let server = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
-                let snapshot = self.broker.snapshot();
+                let snapshot = self.broker().snapshot();
                 let exposed = snapshot
                     .catalog
                     .prompt(&prompt.name)
@@ -346,7 +349,7 @@ impl ServerHandler for Face {
             }
         };
         let values = FaceCaller::of(&caller, &context.extensions);
-        match self.broker.complete(&server, request, &values).await {
+        match self.broker().complete(&server, request, &values).await {
             Ok(result) => Ok(result),
             // A server that completes nothing offers no values, as the spec allows.
             Err(RequestError::ServerError { code, .. }) if code == METHOD_NOT_FOUND => {
@@ -362,7 +365,7 @@ impl ServerHandler for Face {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let caller = self.caller(&context.extensions);
-        let snapshot = self.broker.snapshot();
+        let snapshot = self.broker().snapshot();
         let prompts = snapshot
             .catalog
             .prompts()
@@ -388,7 +391,7 @@ impl ServerHandler for Face {
         }
         let values = FaceCaller::of(&caller, &context.extensions);
         let (_, result) = self
-            .broker
+            .broker()
             .get_prompt(
                 &request.name,
                 request.arguments.unwrap_or_default(),

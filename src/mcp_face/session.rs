@@ -42,13 +42,13 @@ impl Face {
     /// The caller of a request, bound to the view of the URL it came to (if any) as the views
     /// stand now.
     pub(super) fn caller(&self, extensions: &Extensions) -> Caller {
-        Asker::of(extensions).caller(&self.broker.snapshot().views)
+        Asker::of(extensions).caller(&self.broker().snapshot().views)
     }
 
     /// The server whose resource `uri` is, of those `caller` may read, as
     /// [`resource::owner`] finds it.
     pub(super) fn server_of(&self, caller: &Caller, uri: &str) -> Option<String> {
-        let snapshot = self.broker.snapshot();
+        let snapshot = self.broker().snapshot();
         let readable = || {
             snapshot
                 .catalog
@@ -77,7 +77,7 @@ impl Face {
         tokio::spawn(async move {
             let stop = face.shutdown.child_token();
             let gone = || peer.is_transport_closed();
-            let lists = changes::follow(&face.broker, &asker, stop, gone, |stale| {
+            let lists = changes::follow(face.broker(), &asker, stop, gone, |stale| {
                 mcp_lists::announce(&peer, stale)
             });
             tokio::select! {
@@ -90,7 +90,7 @@ impl Face {
                 headers: None,
             };
             for (server, uri) in subscribed {
-                face.broker
+                face.broker()
                     .unsubscribe_resource(&server, &uri, &values)
                     .await;
             }
@@ -99,7 +99,7 @@ impl Face {
 
     /// Tells `peer` of updates to the resources it subscribed to, until it is gone.
     async fn relay_updates(&self, peer: &Peer<RoleServer>) {
-        let mut updates = self.broker.resource_updates();
+        let mut updates = self.broker().resource_updates();
         loop {
             let update = match updates.recv().await {
                 Ok(update) => update,
