@@ -48,6 +48,11 @@ impl CallPath {
         &self.broker
     }
 
+    /// Cancelled at shutdown: new calls are refused (and Watch streams end).
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
     /// The calls running now.
     pub fn in_flight(&self) -> &InFlight {
         &self.in_flight

@@ -32,9 +32,6 @@ use crate::{
 
 /// The gRPC face of the broker.
 pub struct BrokerService {
-    pub(super) broker: Broker,
-    /// Cancelled at shutdown: new calls are refused and Watch streams end.
-    pub(super) shutdown: CancellationToken,
     pub(super) limit: ResponseLimit,
     pub(super) tools: Arc<ToolCache>,
     /// The path of every call (counted with the MCP face's, audited).
@@ -81,10 +78,8 @@ impl BrokerService {
         max_response_bytes: usize,
         audit: Option<AuditLog>,
     ) -> Self {
-        let calls = CallPath::new(broker.clone(), shutdown.clone(), InFlight::default(), audit);
+        let calls = CallPath::new(broker, shutdown, InFlight::default(), audit);
         Self {
-            broker,
-            shutdown,
             limit: ResponseLimit(max_response_bytes),
             tools: Arc::default(),
             calls,
@@ -103,12 +98,21 @@ impl BrokerService {
     /// waits for it; ends at shutdown. To be spawned.
     pub fn keep_tools_warm(&self) -> impl Future<Output = ()> + Send + 'static {
         let tools = Arc::downgrade(&self.tools);
-        super::warm_tools::keep_warm(self.broker.snapshots(), tools, self.shutdown.clone())
+        super::warm_tools::keep_warm(
+            self.broker().snapshots(),
+            tools,
+            self.calls.shutdown().clone(),
+        )
     }
 
     /// Resolves once no call is running (new ones are refused once shutdown began).
     pub async fn idle(&self) {
         self.calls.in_flight().idle().await;
+    }
+
+    /// The broker behind the calls, lists and Watch streams.
+    pub(super) fn broker(&self) -> &Broker {
+        self.calls.broker()
     }
 
     /// The path of calls, to share with the MCP face.
@@ -163,8 +167,8 @@ impl BrokerService {
     /// What Watch streams read from.
     pub(super) fn feed(&self) -> Feed {
         Feed {
-            broker: self.broker.clone(),
-            shutdown: self.shutdown.clone(),
+            broker: self.broker().clone(),
+            shutdown: self.calls.shutdown().clone(),
             tools: self.tools.clone(),
             limit: self.limit,
         }

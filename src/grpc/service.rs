@@ -31,7 +31,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::ListToolsRequest>,
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
         observe("ListTools", async {
-            let snapshot = self.broker.snapshot();
+            let snapshot = self.broker().snapshot();
             let caller = auth::caller(request.extensions());
             let request = request.into_inner();
             let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
@@ -103,7 +103,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::ListResourcesRequest>,
     ) -> Result<Response<proto::ListResourcesResponse>, Status> {
         observe("ListResources", async {
-            let response = offers::list_resources(&self.broker, request).map_err(refused)?;
+            let response = offers::list_resources(self.broker(), request).map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
         })
         .await
@@ -114,7 +114,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::ReadResourceRequest>,
     ) -> Result<Response<proto::ReadResourceResponse>, Status> {
         observe("ReadResource", async {
-            let response = offers::read_resource(&self.broker, request)
+            let response = offers::read_resource(self.broker(), request)
                 .await
                 .map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
@@ -127,7 +127,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::ListPromptsRequest>,
     ) -> Result<Response<proto::ListPromptsResponse>, Status> {
         observe("ListPrompts", async {
-            let response = offers::list_prompts(&self.broker, request).map_err(refused)?;
+            let response = offers::list_prompts(self.broker(), request).map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
         })
         .await
@@ -138,7 +138,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::GetPromptRequest>,
     ) -> Result<Response<proto::GetPromptResponse>, Status> {
         observe("GetPrompt", async {
-            let response = offers::get_prompt(&self.broker, request)
+            let response = offers::get_prompt(self.broker(), request)
                 .await
                 .map_err(refused)?;
             Ok(Response::new(self.limit.check(response).map_err(refused)?))
@@ -151,7 +151,7 @@ impl ToolBroker for Arc<BrokerService> {
         request: Request<proto::SearchToolsRequest>,
     ) -> Result<Response<proto::SearchToolsResponse>, Status> {
         observe("SearchTools", async {
-            let snapshot = self.broker.snapshot();
+            let snapshot = self.broker().snapshot();
             let caller = auth::caller(request.extensions());
             let request = request.into_inner();
             let visibility = Visibility::new(request.servers, request.view, caller, &snapshot)
@@ -172,7 +172,7 @@ impl ToolBroker for Arc<BrokerService> {
     ) -> Result<Response<proto::ListServersResponse>, Status> {
         observe("ListServers", async {
             let caller = auth::caller(request.extensions());
-            let snapshot = self.broker.snapshot();
+            let snapshot = self.broker().snapshot();
             let visibility =
                 Visibility::new(Vec::new(), String::new(), caller, &snapshot).map_err(refused)?;
             let servers = snapshot
