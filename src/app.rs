@@ -32,7 +32,7 @@ use crate::{
         state::Readiness,
         views::Views,
     },
-    grpc::{broker_service::BrokerService, server, unix_socket},
+    faces::grpc::{broker_service::BrokerService, server, unix_socket},
     health::HealthStatuses,
     net::{ConnectionBudget, open_files},
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
@@ -173,7 +173,7 @@ impl App {
         let budget =
             ConnectionBudget::new(open_files::connection_budget(connections.max_connections));
         if let Some(addr) = config.mcp_listen {
-            let parts = crate::mcp_face::Parts {
+            let parts = crate::faces::mcp::http::Parts {
                 calls: service.calls(),
                 gate: gate.clone(),
                 shutdown: shutdown.clone(),
@@ -183,7 +183,7 @@ impl App {
                 budget: budget.clone(),
                 header_timeout: connections.header_timeout,
             };
-            crate::mcp_face::start(addr, parts).await?;
+            crate::faces::mcp::http::start(addr, parts).await?;
         }
         let parts = server::Parts {
             service: service.clone(),

@@ -8,7 +8,8 @@ use toolbroker::{
     cli::{Cli, Command, DemoServerArgs, DemoTransport, ServeArgs},
     client, config_file,
     demo_server::{self, HttpTransport},
-    login, mcp_stdio, telemetry,
+    faces::mcp::stdio,
+    login, telemetry,
 };
 
 /// Exit code for a config (or usage) mistake, as clap uses for usage errors.
@@ -55,8 +56,8 @@ async fn run(command: Command) -> ExitCode {
         Command::Tools(args) => report(client::list_tools(&args).await),
         Command::Search(args) => report(client::search(&args).await),
         Command::Call(args) => report(client::call(&args).await),
-        Command::McpStdio(args) => match mcp_stdio::client_args(&args) {
-            Ok(client) => report(mcp_stdio::serve(client, args.view.clone()).await),
+        Command::McpStdio(args) => match stdio::client_args(&args) {
+            Ok(client) => report(stdio::serve(client, args.view.clone()).await),
             Err(e) => {
                 eprintln!("toolbroker: {e}");
                 ExitCode::from(EXIT_CONFIG)

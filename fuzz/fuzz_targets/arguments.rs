@@ -17,7 +17,7 @@ use toolbroker::{
         call::{RawArguments, prepare_arguments},
         request_error::RequestError,
     },
-    grpc::convert::{json_to_struct, struct_to_json},
+    proto::json::{json_to_struct, struct_to_json},
 };
 
 /// Whether `prepared` is `given` with only numbers rewritten, to the same value.

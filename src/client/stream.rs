@@ -10,7 +10,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::{Client, status_error};
 use crate::{
     cli::CallArgs,
-    grpc::convert::json_to_struct,
+    proto::json::json_to_struct,
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
 

@@ -4,6 +4,7 @@
 
 tonic::include_proto!("toolbroker.v1");
 
+pub mod json;
 mod list_tools_response;
 
 /// Hand-written (encoded once per catalog revision by the server); see [`EncodedTools`].

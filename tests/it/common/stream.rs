@@ -112,7 +112,7 @@ impl StreamCall {
             let serde_json::Value::Object(map) = value else {
                 panic!("content is an object")
             };
-            toolbroker::grpc::convert::json_to_struct(&map)
+            toolbroker::proto::json::json_to_struct(&map)
         });
         self.send(Message::ElicitationResponse(proto::ElicitationResponse {
             id: id.into(),

@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 use super::{convert, watch};
 use crate::{
     client::Client,
-    mcp_lists,
-    mcp_model::refusal::{self, Asked},
+    faces::mcp::lists,
+    faces::mcp::model::refusal::{self, Asked},
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
 
@@ -278,7 +278,7 @@ impl ServerHandler for StdioFace {
         let (broker, closed, peer) = (self.broker.clone(), self.closed.clone(), context.peer);
         let view = self.view.clone();
         tokio::spawn(async move {
-            let following = watch::follow(broker, &view, |stale| mcp_lists::announce(&peer, stale));
+            let following = watch::follow(broker, &view, |stale| lists::announce(&peer, stale));
             tokio::select! {
                 () = following => {}
                 () = closed.cancelled() => {}
@@ -304,7 +304,7 @@ impl ServerHandler for StdioFace {
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let sink = subscription.sink();
         let following = watch::follow(self.broker.clone(), &self.view, |stale| {
-            mcp_lists::announce(sink, stale)
+            lists::announce(sink, stale)
         });
         tokio::select! {
             () = following => {}

@@ -149,7 +149,10 @@ impl BrokerService {
             TraceHeaders::from_lookup(|name| metadata.get(name)?.to_str().ok().map(str::to_owned));
         tracing::Span::current().record("tool", request.name.as_str());
         let arguments = RawArguments {
-            structured: request.arguments.map(convert::struct_to_json).transpose()?,
+            structured: request
+                .arguments
+                .map(proto::json::struct_to_json)
+                .transpose()?,
             json: request.arguments_json,
         };
         let timeout = request.timeout.map(convert::duration).transpose()?;

@@ -17,7 +17,7 @@ use super::{
     Face, changes,
     request::{Asker, FaceCaller},
 };
-use crate::{auth::Caller, mcp_lists, mcp_model::resource};
+use crate::{auth::Caller, faces::mcp::lists, faces::mcp::model::resource};
 
 /// What one client session chose.
 #[derive(Default)]
@@ -78,7 +78,7 @@ impl Face {
             let stop = face.shutdown.child_token();
             let gone = || peer.is_transport_closed();
             let lists = changes::follow(face.broker(), &asker, stop, gone, |stale| {
-                mcp_lists::announce(&peer, stale)
+                lists::announce(&peer, stale)
             });
             tokio::select! {
                 () = lists => {}

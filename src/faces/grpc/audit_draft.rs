@@ -3,7 +3,7 @@
 
 use tonic::{Extensions, metadata::MetadataMap};
 
-use super::{authenticate::Refused, convert};
+use super::authenticate::Refused;
 use crate::{
     auth::Caller,
     core::call_audit::{Answered, Draft, Pending},
@@ -25,7 +25,7 @@ pub(super) fn draft(
         (None, None) => Some(Caller::anyone().key),
     };
     let arguments = with_arguments.then(|| match &call.arguments {
-        Some(structured) => convert::struct_to_json(structured.clone())
+        Some(structured) => proto::json::struct_to_json(structured.clone())
             .map_or_else(|e| serde_json::Value::String(e.to_string()), Into::into),
         None if call.arguments_json.trim().is_empty() => serde_json::json!({}),
         None => serde_json::from_str(&call.arguments_json)

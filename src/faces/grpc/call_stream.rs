@@ -361,7 +361,7 @@ fn elicit_result(response: proto::ElicitationResponse) -> ElicitResult {
         }
     };
     let content = match (&action, response.content) {
-        (ElicitationAction::Accept, Some(content)) => convert::struct_to_json(content)
+        (ElicitationAction::Accept, Some(content)) => proto::json::struct_to_json(content)
             .ok()
             .map(serde_json::Value::Object),
         _ => None,

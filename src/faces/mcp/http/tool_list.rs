@@ -24,7 +24,7 @@ use crate::{
         names::{ExposedName, is_name_char},
         tool::ExposedTool,
     },
-    mcp_model::tool::{self as mcp_tool, ToolFields},
+    faces::mcp::model::tool::{self as mcp_tool, ToolFields},
 };
 
 /// The tools of the latest revision asked for.

@@ -1,7 +1,7 @@
 use rmcp::model::ErrorCode;
 
 use super::*;
-use crate::mcp_lists::Stale;
+use crate::faces::mcp::lists::Stale;
 use crate::proto::{content::Kind, embedded_resource::Contents};
 
 fn block(kind: Kind) -> proto::Content {
@@ -136,7 +136,7 @@ fn the_brokers_statuses_keep_their_code_and_message_and_others_say_the_link_fail
         lost.message,
         "no answer from the broker (Unknown): transport error"
     );
-    let error = crate::mcp_model::refusal::refused_call(lost).unwrap_err();
+    let error = crate::faces::mcp::model::refusal::refused_call(lost).unwrap_err();
     assert_eq!(error.code, ErrorCode::INTERNAL_ERROR);
 }
 
@@ -321,7 +321,7 @@ fn questions_become_elicitation_params_and_answers_go_back() {
         (answer.id.as_str(), answer.action.as_str()),
         ("e1", "accept")
     );
-    let content = crate::grpc::convert::struct_to_json(answer.content.unwrap()).unwrap();
+    let content = crate::proto::json::struct_to_json(answer.content.unwrap()).unwrap();
     assert_eq!(Value::Object(content), json!({"answer": "Ada"}));
     let declined = elicitation_response("e2".into(), ElicitResult::new(ElicitationAction::Decline));
     assert_eq!(

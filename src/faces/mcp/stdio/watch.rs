@@ -10,7 +10,7 @@ use super::convert::stale_by;
 use crate::{
     client::Client,
     domain::backoff,
-    mcp_lists::Stale,
+    faces::mcp::lists::Stale,
     proto::{self, watch_event::Event},
 };
 

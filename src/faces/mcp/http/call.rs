@@ -38,7 +38,7 @@ use crate::{
         tool_call::ToolCall,
     },
     domain::{call::RawArguments, request_error::RequestError},
-    mcp_model::refusal::{Refusal, refused_call},
+    faces::mcp::model::refusal::{Refusal, refused_call},
     telemetry::{context::TraceHeaders, semconv},
 };
 

@@ -11,7 +11,7 @@ use crate::{
     auth::Caller,
     core::broker::Broker,
     domain::catalog::{Change, Event},
-    mcp_lists::Stale,
+    faces::mcp::lists::Stale,
 };
 
 use super::request::Asker;

@@ -36,8 +36,8 @@ use super::{
 use crate::{
     core::{broker::Broker, call_path::CallPath},
     domain::request_error::{METHOD_NOT_FOUND, RequestError},
-    mcp_lists,
-    mcp_model::{
+    faces::mcp::lists,
+    faces::mcp::model::{
         prompt,
         refusal::{self, Asked, Refusal},
         resource,
@@ -143,7 +143,7 @@ impl ServerHandler for Face {
             &asker,
             stop,
             || false,
-            |stale| mcp_lists::announce(sink, stale),
+            |stale| lists::announce(sink, stale),
         );
         tokio::select! {
             () = watching => {}

@@ -1,6 +1,6 @@
 //! The broker's proto messages as MCP's (and the few MCP answers that go back), and gRPC
 //! failures as refusals: tools, resources and prompts become the domain's forms, which
-//! [`mcp_model`](crate::mcp_model) shows as the HTTP face shows them. Pure: no I/O, so every
+//! [`mcp_model`](crate::faces::mcp::model) shows as the HTTP face shows them. Pure: no I/O, so every
 //! rule here is unit-tested.
 
 // Logging is deprecated by MCP 2026-07-28 (SEP-2577) but is what servers use today.
@@ -26,9 +26,9 @@ use crate::{
         request_error::Code,
         tool::Annotations,
     },
-    grpc::convert::json_to_struct,
-    mcp_lists::Stale,
-    mcp_model::{self, refusal::Refusal, tool::ToolFields},
+    faces::mcp::lists::Stale,
+    faces::mcp::model::{self, refusal::Refusal, tool::ToolFields},
+    proto::json::json_to_struct,
     proto::{self, content::Kind, embedded_resource, resource_contents, watch_event::Event},
 };
 
@@ -40,7 +40,7 @@ fn given(text: String) -> Option<String> {
 /// A broker tool as MCP declares it (see [`mcp_model::tool`]).
 pub fn tool(tool: &proto::Tool) -> Tool {
     let annotations = tool.annotations.as_ref().map(hints).unwrap_or_default();
-    mcp_model::tool::tool(&ToolFields {
+    model::tool::tool(&ToolFields {
         name: &tool.name,
         description: &tool.description,
         input_schema: &tool.input_schema_json,
@@ -179,7 +179,7 @@ pub fn refusal(status: &tonic::Status) -> Refusal {
 
 /// A listed resource as MCP's (see [`mcp_model::resource`]).
 pub fn resource(resource: proto::Resource) -> Resource {
-    mcp_model::resource::resource(&ResourceSpec {
+    model::resource::resource(&ResourceSpec {
         uri: resource.uri,
         name: resource.name,
         title: given(resource.title),
@@ -191,7 +191,7 @@ pub fn resource(resource: proto::Resource) -> Resource {
 
 /// A listed resource template as MCP's (see [`mcp_model::resource`]).
 pub fn template(template: proto::ResourceTemplate) -> ResourceTemplate {
-    mcp_model::resource::template(&TemplateSpec {
+    model::resource::template(&TemplateSpec {
         uri_template: template.uri_template,
         name: template.name,
         title: given(template.title),
@@ -204,7 +204,7 @@ pub fn template(template: proto::ResourceTemplate) -> ResourceTemplate {
 pub fn owner<'a>(listed: &'a proto::ListResourcesResponse, uri: &str) -> Option<&'a str> {
     let resources = (listed.resources.iter()).map(|r| (r.server.as_str(), r.uri.as_str()));
     let templates = (listed.templates.iter()).map(|t| (t.server.as_str(), t.uri_template.as_str()));
-    mcp_model::resource::owner(resources, templates, uri)
+    model::resource::owner(resources, templates, uri)
 }
 
 /// A resource's contents as MCP's: text as text, bytes as base64.
@@ -249,7 +249,7 @@ pub fn prompt(prompt: proto::Prompt) -> Prompt {
         description: given(prompt.description),
         arguments: arguments.collect(),
     };
-    mcp_model::prompt::prompt(&prompt.name, &spec)
+    model::prompt::prompt(&prompt.name, &spec)
 }
 
 /// MCP's prompt arguments as the broker takes them: strings as they are, anything else as

@@ -1,0 +1,8 @@
+//! The MCP faces: `http` (the broker as one MCP server over streamable HTTP), `stdio` (the
+//! `mcp-stdio` bridge, a gRPC client of the broker) and what both share: `model` (one projection
+//! of tools, resources and prompts, one refusal table) and `lists` (list answers for MCP).
+
+pub mod http;
+pub mod lists;
+pub mod model;
+pub mod stdio;
