@@ -37,7 +37,7 @@ use crate::{
     net::{ConnectionBudget, open_files},
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
     tls::{self, CertReloader},
-    upstream::{fleet::Fleet, oauth},
+    upstream::{oauth, supervisor::fleet::Fleet},
 };
 
 /// How long the server gets to close its connections once the calls are done.

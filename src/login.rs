@@ -18,13 +18,13 @@ use crate::{
     config_file,
     domain::config::{Grant, Login, ServerSpec, TransportSpec},
     upstream::{
-        connect::Resolved,
-        http,
         oauth::{
             discovery::{challenge, discover},
             scopes::{split, union},
             store::{TokenFile, TokenStore},
         },
+        session::connect::Resolved,
+        transport::http,
     },
 };
 

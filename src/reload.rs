@@ -24,7 +24,7 @@ use crate::{
         views::Views,
     },
     tls::CertReloader,
-    upstream::fleet::Fleet,
+    upstream::supervisor::fleet::Fleet,
 };
 
 /// Editors save in bursts (write, rename, chmod): wait for quiet before reading.

@@ -12,13 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
-use toolbroker::{
-    domain::{
-        call::{RawArguments, prepare_arguments},
-        request_error::RequestError,
-    },
-    proto::json::{json_to_struct, struct_to_json},
-};
+use toolbroker::{domain::{call::{RawArguments, prepare_arguments}, request_error::RequestError}, proto::json::{json_to_struct, struct_to_json}};
 
 /// Whether `prepared` is `given` with only numbers rewritten, to the same value.
 fn same_but_numbers(given: &Value, prepared: &Value) -> bool {

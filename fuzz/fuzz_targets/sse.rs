@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolbroker::upstream::sse::{SseEvent, decode_body};
+use toolbroker::upstream::transport::sse::{SseEvent, decode_body};
 use url::Url;
 
 fuzz_target!(|body: &[u8]| {

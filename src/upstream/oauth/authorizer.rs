@@ -15,7 +15,7 @@ use url::Url;
 use super::{Bearer, scopes::MAX_STEP_UPS};
 use crate::{
     domain::outcome::{NoStepUp, OAuthFailure},
-    upstream::faults::AuthFault,
+    upstream::transport::faults::AuthFault,
 };
 
 type Result<T> = std::result::Result<T, StreamableHttpError<reqwest::Error>>;

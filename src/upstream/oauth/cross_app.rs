@@ -32,7 +32,7 @@ use crate::{
         names::ServerName,
         outcome::{OAuthFailure, TokenStep},
     },
-    upstream::http,
+    upstream::transport::http,
 };
 
 /// The most callers' tokens kept per server: expired ones are dropped when it is reached. As

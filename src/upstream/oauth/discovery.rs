@@ -14,7 +14,10 @@ use url::Url;
 use super::failures::with_causes;
 use crate::{
     domain::{names::ServerName, outcome::OAuthFailure},
-    upstream::{detect, handler::Handler, interactions::Interactions},
+    upstream::{
+        session::client_handler::Handler, session::interactions::Interactions,
+        transport::http::detect,
+    },
 };
 
 /// What discovery found.

@@ -22,7 +22,7 @@ use crate::{
         names::ServerName,
         outcome::{OAuthFailure, TokenStep},
     },
-    upstream::http,
+    upstream::transport::http,
 };
 
 /// `offline_access` asks for refresh tokens, which this grant has no use for.

@@ -7,6 +7,7 @@
 mod authorizer;
 mod cross_app;
 pub mod discovery;
+pub(crate) mod exchange;
 mod failures;
 pub mod key;
 mod login_grant;

@@ -8,6 +8,11 @@
 //! slots of its own (`max_concurrent_calls` and its queue). A session that dies is dropped and
 //! the caller's next call opens a fresh one; opening one never holds up another caller.
 
+pub(crate) mod balance;
+mod census;
+pub(crate) mod slots;
+mod watch;
+
 use std::{
     collections::HashMap,
     sync::{
@@ -20,17 +25,18 @@ use std::{
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use self::{balance::Replica, slots::Slots};
 use self::{
     census::{Census, Limit, Ticket},
     watch::{Watch, reap_idle},
 };
 use super::{
-    balance::Replica,
-    connect::{self, Purpose, Resolved, launch_digest},
-    exchange::{Exchanger, bearer},
-    http,
-    oauth::{Bearer, ServerAuth},
-    slots::Slots,
+    oauth::{
+        Bearer, ServerAuth,
+        exchange::{Exchanger, bearer},
+    },
+    session::connect::{self, Purpose, Resolved, launch_digest},
+    transport::http,
 };
 use crate::domain::{
     caller::{CallerKey, CallerValues},
@@ -38,9 +44,6 @@ use crate::domain::{
     outcome::StartFailure,
     request_error::RequestError,
 };
-
-mod census;
-mod watch;
 
 /// How long closing the pool waits for its sessions to close.
 const CLOSE_DEADLINE: Duration = Duration::from_secs(10);

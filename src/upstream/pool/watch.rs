@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Pool, census::Ticket};
 use crate::{
     domain::{caller::CallerKey, outcome::SessionLoss},
-    upstream::{balance::Replica, session::Session},
+    upstream::{pool::balance::Replica, session::running::Session},
 };
 
 /// How long a session being replaced (its caller's values changed) waits for its calls.

@@ -17,7 +17,10 @@ use crate::{
         state::{ServerCondition, Transport},
         tool::ToolSpec,
     },
-    upstream::{Reporter, Upstream, balance::Replica, link::Link, pool::Pool, slots::Slots},
+    upstream::{
+        Reporter, Upstream, pool::Pool, pool::balance::Replica, pool::slots::Slots,
+        session::link::Link,
+    },
 };
 
 /// One server's replicas, as last reported.

@@ -3,7 +3,9 @@
 //! backoff, and combines what they report (see [`board`]) until told to stop.
 
 mod board;
+pub mod fleet;
 mod replica;
+pub mod reporter;
 
 use std::sync::Arc;
 
@@ -11,7 +13,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::{board::Board, replica::ReplicaLoop};
-use super::{Reporter, exchange::Exchanger, oauth::ServerAuth, pool::Pool};
+use super::{
+    Reporter,
+    oauth::{ServerAuth, exchange::Exchanger},
+    pool::Pool,
+};
 use crate::domain::config::{Isolation, ServerSpec};
 
 /// Owns one server's sessions for as long as the server is configured.

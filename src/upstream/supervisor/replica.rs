@@ -17,10 +17,10 @@ use crate::{
         state::Transport,
     },
     upstream::{
-        connect::{self, Purpose, Resolved},
-        exchange::{Exchanger, bearer},
         oauth::ServerAuth,
-        session::Session,
+        oauth::exchange::{Exchanger, bearer},
+        session::connect::{self, Purpose, Resolved},
+        session::running::Session,
     },
 };
 

@@ -8,12 +8,12 @@ use rmcp::model::{
 };
 use url::Url;
 
-use super::{
-    explain::explain,
-    http::SharedHeaders,
-    sse::{self, SseTransport},
-};
 use crate::domain::{names::ServerName, outcome::StartFailure};
+use crate::upstream::{
+    transport::explain::explain,
+    transport::http::SharedHeaders,
+    transport::sse::{self, SseTransport},
+};
 
 /// What the URL turned out to be.
 pub enum Detected {

@@ -12,7 +12,7 @@ use rmcp::{
     transport::Transport,
 };
 
-use super::interactions::Interactions;
+use crate::upstream::session::interactions::Interactions;
 
 /// `T`, with what it reads during requests routed to the requests it belongs to.
 pub struct Tapped<T> {

@@ -11,8 +11,8 @@ use std::{
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::faults::Verdict;
 use crate::domain::outcome::StreamFault;
+use crate::upstream::transport::faults::Verdict;
 
 /// How much of an offending line is quoted in the status message.
 const QUOTE: usize = 120;

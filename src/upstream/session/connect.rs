@@ -15,29 +15,29 @@ use rmcp::{
 use secrecy::SecretString;
 use url::Url;
 
-use super::{
-    detect::{Detected, detect},
-    explain::explain,
-    faults::Faults,
-    handler::{Changes, Handler},
-    http::{self, SharedHeaders},
-    interactions::Interactions,
-    oauth::{Authorizer, Bearer},
-    offers_list::{self, Offers},
-    pipe_transport::PipeTransport,
-    process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
-    session::Session,
-    sse,
-    tap::Tapped,
-    tools_list,
-    traced_http::TracedClient,
-};
 use crate::domain::{
     caller::{CallerValues, MissingValue},
     config::{Endpoint, HttpMode, HttpSpec, Launch, ServerSpec, TransportSpec},
     offer::Listing,
     outcome::{StartError, StartFailure},
     state::Transport,
+};
+use crate::upstream::{
+    oauth::{Authorizer, Bearer},
+    session::client_handler::{Changes, Handler},
+    session::interactions::Interactions,
+    session::offers_list::{self, Offers},
+    session::running::Session,
+    session::tools_list,
+    transport::explain::explain,
+    transport::faults::Faults,
+    transport::http::detect::{Detected, detect},
+    transport::http::streamable::TracedClient,
+    transport::http::{self, SharedHeaders},
+    transport::sse,
+    transport::stdio::pipe_transport::PipeTransport,
+    transport::stdio::process::{self, ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
+    transport::tap::Tapped,
 };
 
 /// A session, and what its server offered at start-up (nothing for a caller's session).

@@ -26,7 +26,7 @@ use tokio::{
     sync::OwnedMutexGuard,
 };
 
-use super::write_queue::{Batch, Ticket, Turn, WriteQueue};
+use crate::upstream::transport::stdio::write_queue::{Batch, Ticket, Turn, WriteQueue};
 
 /// The pipe, `None` once closed.
 type Pipe<W> = tokio::sync::Mutex<Option<W>>;

@@ -16,7 +16,9 @@ use sse_stream::{Sse, SseStream};
 use tokio::{sync::mpsc, task::JoinHandle};
 use url::Url;
 
-use super::{explain::explain, faults::Verdict, http::SharedHeaders};
+use crate::upstream::{
+    transport::explain::explain, transport::faults::Verdict, transport::http::SharedHeaders,
+};
 use crate::{
     domain::{
         names::ServerName,

@@ -9,28 +9,31 @@ use std::sync::{
 use rmcp::{RoleClient, service::Peer};
 use tokio::sync::Notify;
 
-use super::{call_lane::CallLane, faults::Faults, interactions::Interactions};
+use crate::upstream::{
+    session::interactions::Interactions, transport::faults::Faults,
+    transport::stdio::call_lane::CallLane,
+};
 
 /// The call side of one replica's session. Clones share its in-flight count.
 #[derive(Clone, Debug)]
 pub struct Replica {
     /// The session calls are sent on, multiplexed by request id.
-    pub(super) peer: Peer<RoleClient>,
+    pub(in crate::upstream) peer: Peer<RoleClient>,
     /// Tells the replica's supervisor a call lost its connection, so it checks the session.
-    pub(super) suspect: Arc<Notify>,
+    pub(in crate::upstream) suspect: Arc<Notify>,
     /// What the transport tells calls about answers that did not come.
-    pub(super) faults: Faults,
+    pub(in crate::upstream) faults: Faults,
     /// Where what the server sends during calls is routed.
-    pub(super) interactions: Arc<Interactions>,
+    pub(in crate::upstream) interactions: Arc<Interactions>,
     /// Where tool calls are sent when not through rmcp's peer (stdio).
-    pub(super) lane: Option<Arc<CallLane>>,
+    pub(in crate::upstream) lane: Option<Arc<CallLane>>,
     /// Calls sent on this session and not yet answered.
     in_flight: Arc<AtomicUsize>,
 }
 
 impl Replica {
     /// A replica with no calls in flight.
-    pub(super) fn new(
+    pub(in crate::upstream) fn new(
         peer: Peer<RoleClient>,
         suspect: Arc<Notify>,
         faults: Faults,
@@ -49,12 +52,12 @@ impl Replica {
 
     /// Whether its transport has ended. Known as soon as a call in flight learns it, so the
     /// caller's next call never goes to a session whose end its supervisor has yet to see.
-    pub(super) fn is_closed(&self) -> bool {
+    pub(in crate::upstream) fn is_closed(&self) -> bool {
         self.peer.is_transport_closed() || self.lane.as_ref().is_some_and(|lane| lane.is_closed())
     }
 
     /// Its count of calls in flight, shared, for what follows the session beyond its calls.
-    pub(super) fn in_flight(&self) -> Arc<AtomicUsize> {
+    pub(in crate::upstream) fn in_flight(&self) -> Arc<AtomicUsize> {
         self.in_flight.clone()
     }
 }
@@ -67,7 +70,7 @@ impl AsRef<AtomicUsize> for Replica {
 }
 
 /// An item chosen for one call; it counts as in flight there until dropped.
-pub(super) struct Picked<'a, T: AsRef<AtomicUsize>>(&'a T);
+pub(in crate::upstream) struct Picked<'a, T: AsRef<AtomicUsize>>(&'a T);
 
 impl<T: AsRef<AtomicUsize>> std::ops::Deref for Picked<'_, T> {
     type Target = T;
@@ -89,7 +92,7 @@ const PICK_ATTEMPTS: usize = 4;
 
 /// The item (replica) with the fewest calls in flight (the first of equals), counted in at
 /// once. `None` only for an empty list, which the broker never publishes.
-pub(super) fn least_busy<T: AsRef<AtomicUsize>>(items: &[T]) -> Option<Picked<'_, T>> {
+pub(in crate::upstream) fn least_busy<T: AsRef<AtomicUsize>>(items: &[T]) -> Option<Picked<'_, T>> {
     for _ in 0..PICK_ATTEMPTS {
         let (item, seen) = lowest(items)?;
         // Counting in only if nobody else did since we looked keeps simultaneous calls from

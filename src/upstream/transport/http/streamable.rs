@@ -21,11 +21,11 @@ use rmcp::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::{
-    faults::Oversized, http::SharedHeaders, interactions::Interactions, oauth::Authorizer,
-    sse::trace_of,
-};
 use crate::foreign_errors;
+use crate::upstream::{
+    oauth::Authorizer, session::interactions::Interactions, transport::faults::Oversized,
+    transport::http::SharedHeaders, transport::sse::trace_of,
+};
 
 /// reqwest, plus the session's headers and trace headers on every request, and answers over
 /// the size limit told apart.

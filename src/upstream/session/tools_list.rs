@@ -7,12 +7,12 @@ use rmcp::{
     service::Peer,
 };
 
-use super::pages::all_pages;
 use crate::domain::{
     names::ToolName,
     outcome::ListingFailure,
     tool::{Annotations, ToolSpec},
 };
+use crate::upstream::session::pages::all_pages;
 
 /// Every tool the server offers, following `nextCursor` to the last page. Bypasses rmcp's
 /// response cache: after `tools/list_changed` the fresh list is what matters.

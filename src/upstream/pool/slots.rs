@@ -35,7 +35,7 @@ impl Slots {
 
     /// A slot at once, or after waiting in the queue; refused when the queue is full or the
     /// wait too long.
-    pub(super) async fn take(
+    pub(in crate::upstream) async fn take(
         &self,
         server: &ServerName,
     ) -> Result<OwnedSemaphorePermit, RequestError> {

@@ -2,7 +2,7 @@
 
 use rmcp::{service::ServiceError, transport::DynamicTransportError};
 
-use super::explain::explain;
+use crate::upstream::transport::explain::explain;
 use crate::{
     domain::{
         names::ServerName,

@@ -11,11 +11,11 @@ use rmcp::{
     service::Peer,
 };
 
-use super::pages::all_pages;
 use crate::domain::{
     offer::{PromptArgumentSpec, PromptSpec, ResourceSpec, Resources, TemplateSpec},
     outcome::ListingFailure,
 };
+use crate::upstream::session::pages::all_pages;
 
 /// What the server announced at initialize.
 #[derive(Debug, Clone, Copy, Default)]

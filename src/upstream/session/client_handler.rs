@@ -23,8 +23,8 @@ use rmcp::{
 };
 use tokio::sync::Notify;
 
-use super::interactions::Interactions;
 use crate::domain::names::ServerName;
+use crate::upstream::session::interactions::Interactions;
 
 /// What a session's supervisor follows: a server's lists changed.
 #[derive(Clone, Debug, Default)]

@@ -19,14 +19,14 @@ use rmcp::{
 use serde_json::{Map, Value};
 use tracing::{Instrument as _, Span, field};
 
-use super::{
-    balance::{Replica, least_busy},
-    call_lane::Answer,
-    classify::{classify, lacked_token, not_a_tool_result},
-    interactions::Registration,
-    link::Link,
+use crate::upstream::{
     pool::Pool,
-    slots::Slots,
+    pool::balance::{Replica, least_busy},
+    pool::slots::Slots,
+    session::classify::{classify, lacked_token, not_a_tool_result},
+    session::interactions::Registration,
+    session::link::Link,
+    transport::stdio::call_lane::Answer,
 };
 use crate::{
     conversation::Conversation,
@@ -47,23 +47,23 @@ const RECORDED_CHARS: usize = 1024;
 /// sessions of its ready replicas (one, unless `replicas` says more), multiplexed by request id.
 #[derive(Clone, Debug)]
 pub struct Upstream {
-    pub(super) server: ServerName,
+    pub(in crate::upstream) server: ServerName,
     /// The ready replicas' sessions (never empty); each call goes to the least busy.
-    pub(super) replicas: Arc<[Replica]>,
-    pub(super) timeout: Duration,
+    pub(in crate::upstream) replicas: Arc<[Replica]>,
+    pub(in crate::upstream) timeout: Duration,
     /// The longest a streaming call may be kept alive by progress.
-    pub(super) max_timeout: Duration,
+    pub(in crate::upstream) max_timeout: Duration,
     /// What the client span says about the connection; replicas run the same program, so one
     /// replica's link describes them all.
-    pub(super) link: Link,
+    pub(in crate::upstream) link: Link,
     /// The server's call slots and queue, shared by its replicas (a per-caller server's
     /// callers have theirs in the pool).
-    pub(super) slots: Arc<Slots>,
+    pub(in crate::upstream) slots: Arc<Slots>,
     /// A per-caller server's callers' sessions: calls go there, not to the replicas (which
     /// then hold the session that lists the tools).
-    pub(super) pool: Option<Arc<Pool>>,
+    pub(in crate::upstream) pool: Option<Arc<Pool>>,
     /// `limits.max_result_bytes`, for messages.
-    pub(super) max_result_bytes: usize,
+    pub(in crate::upstream) max_result_bytes: usize,
 }
 
 impl Upstream {
@@ -252,7 +252,7 @@ impl Upstream {
     /// Sends the request and waits for its answer, both within the call's timeout (a server
     /// that does not read its stdin holds the write up); the server is told to cancel it if
     /// this future is dropped or the time runs out once the request went out (the lane's
-    /// [`Sent`](super::call_lane::Sent) does so itself, and withdraws a request not yet
+    /// [`Sent`](crate::upstream::transport::stdio::call_lane::Sent) does so itself, and withdraws a request not yet
     /// written).
     async fn send(
         &self,
@@ -476,7 +476,7 @@ impl Drop for CancelOnDrop {
             return;
         };
         let peer = self.peer.clone();
-        let reason = Some(super::call_lane::GAVE_UP.to_owned());
+        let reason = Some(crate::upstream::transport::stdio::call_lane::GAVE_UP.to_owned());
         // Drop cannot await; the notification goes out from a short task of its own.
         tokio::spawn(async move {
             let _ = peer

@@ -10,12 +10,12 @@ use std::{
 use tokio::{sync::Notify, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::{Reporter, oauth::ServerAuth, supervisor::Supervisor};
 use crate::domain::{
     config::ServerSpec,
     names::ServerName,
     reload::{Plan, plan},
 };
+use crate::upstream::{Reporter, oauth::ServerAuth, supervisor::Supervisor};
 
 /// How long a supervisor gets to close its session before it is abandoned (its process group
 /// is killed by the process guard anyway).

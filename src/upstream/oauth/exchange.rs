@@ -86,7 +86,7 @@ impl Exchanger {
         let client = reqwest::Client::builder()
             .timeout(EXCHANGE_TIMEOUT)
             // A 307 elsewhere would send the caller's token there again.
-            .redirect(super::http::redirect_policy())
+            .redirect(crate::upstream::transport::http::redirect_policy())
             .build()
             .expect("an HTTP client with ring as its TLS provider builds");
         Self {
@@ -163,7 +163,9 @@ impl Exchanger {
             .form(&form)
             .send()
             .await
-            .map_err(|e| unavailable(super::explain::explain(&e).to_string()))?;
+            .map_err(|e| {
+                unavailable(crate::upstream::transport::explain::explain(&e).to_string())
+            })?;
         let status = response.status();
         if status.is_client_error() {
             let refusal = response.json::<ErrorResponse>().await.ok();

@@ -1,5 +1,5 @@
 //! The lines waiting to be written to a stdio server's stdin, each known by a [`Ticket`]:
-//! pure bookkeeping for [`super::pipe_writer`] (no I/O, no clock, no runtime).
+//! pure bookkeeping for [`crate::upstream::transport::stdio::pipe_writer`] (no I/O, no clock, no runtime).
 //!
 //! A line is in one of three states, and moves only forward:
 //! - **queued**: it is here, and may be withdrawn (then it is never written, not even in part);

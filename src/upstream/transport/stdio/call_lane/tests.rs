@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::upstream::write_queue::{Turn, WriteQueue};
+use crate::upstream::transport::stdio::write_queue::{Turn, WriteQueue};
 
 /// An outbox that keeps the lines written; while `stalled`, nothing is written.
 #[derive(Default)]

@@ -10,26 +10,28 @@ use rmcp::{
 };
 use tokio::{sync::Notify, task::JoinHandle};
 
-use super::{handler::Changes, interactions::Interactions, offers_list};
-
-use super::{
-    balance::Replica,
-    call_lane::CallLane,
-    classify::lacked_token,
-    explain::explain,
-    faults::Faults,
-    handler::Handler,
-    http::SharedHeaders,
-    link::Link,
-    process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
-    tools_list,
+use crate::upstream::{
+    session::client_handler::Changes, session::interactions::Interactions, session::offers_list,
 };
+
 use crate::domain::{
     config::{ServerSpec, TransportSpec},
     offer::{PromptSpec, Resources},
     outcome::{ListingFailure, PeerInfo, ProcessExit, SessionEnd, SessionLoss},
     state::Transport,
     tool::ToolSpec,
+};
+use crate::upstream::{
+    pool::balance::Replica,
+    session::classify::lacked_token,
+    session::client_handler::Handler,
+    session::link::Link,
+    session::tools_list,
+    transport::explain::explain,
+    transport::faults::Faults,
+    transport::http::SharedHeaders,
+    transport::stdio::call_lane::CallLane,
+    transport::stdio::process::{ChildProcess, EXIT_REPORT_WAIT, STOP_GRACE},
 };
 
 /// A connected server.
@@ -62,7 +64,7 @@ type ServiceEnd = Result<QuitReason, tokio::task::JoinError>;
 
 impl Session {
     /// A session over a running rmcp service; `child` is the server process for stdio.
-    pub(super) fn new(
+    pub(in crate::upstream) fn new(
         service: RunningService<RoleClient, Handler>,
         child: Option<ChildProcess>,
         (changes, interactions): (Changes, Arc<Interactions>),
@@ -89,14 +91,14 @@ impl Session {
     }
 
     /// The session's request headers, for a caller whose values change to replace.
-    pub(super) fn with_headers(mut self, headers: SharedHeaders) -> Self {
+    pub(in crate::upstream) fn with_headers(mut self, headers: SharedHeaders) -> Self {
         self.headers = Some(headers);
         self
     }
 
     /// Tool calls sent on `lane`, on a protocol with a handshake (calls of a later one carry
     /// per-request metadata that rmcp adds, so they stay with rmcp).
-    pub(super) fn with_lane(mut self, lane: Arc<CallLane>) -> Self {
+    pub(in crate::upstream) fn with_lane(mut self, lane: Arc<CallLane>) -> Self {
         let version = self
             .peer
             .peer_info()
@@ -110,12 +112,12 @@ impl Session {
     }
 
     /// The fingerprint of the launch the process was started with.
-    pub(super) fn with_launch_digest(mut self, digest: u64) -> Self {
+    pub(in crate::upstream) fn with_launch_digest(mut self, digest: u64) -> Self {
         self.launch_digest = Some(digest);
         self
     }
 
-    /// The call side of this session, for the server's [`Upstream`](super::Upstream).
+    /// The call side of this session, for the server's [`Upstream`](crate::upstream::Upstream).
     pub fn replica(&self) -> Replica {
         Replica::new(
             self.peer.clone(),

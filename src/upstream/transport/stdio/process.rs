@@ -21,11 +21,14 @@ use tokio::{
 };
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{faults::Verdict, spawner, stdout_guard::StdoutGuard};
 use crate::domain::{
     config::Launch,
     names::ServerName,
     outcome::{ProcessExit, StartFailure, StreamFault},
+};
+use crate::upstream::{
+    transport::faults::Verdict, transport::stdio::spawner,
+    transport::stdio::stdout_guard::StdoutGuard,
 };
 
 /// Longest stderr line logged whole; longer ones are cut.

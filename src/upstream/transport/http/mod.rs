@@ -2,12 +2,15 @@
 //! certificates, no OpenSSL; redirects followed within the request's origin only) and the
 //! configured headers.
 
+pub(crate) mod detect;
+pub(crate) mod streamable;
+
 use std::sync::{Arc, PoisonError, RwLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 
-use super::explain::explain;
+use crate::upstream::transport::explain::explain;
 use secrecy::SecretString;
 
 use crate::domain::outcome::StartFailure;

@@ -1,7 +1,6 @@
 //! The narrow port supervisors report through. The broker implements it; defining it here,
 //! below the broker, keeps the MCP side from depending on what sits above it.
 
-use super::Upstream;
 use crate::domain::{
     catalog::ServerPolicy,
     names::ServerName,
@@ -9,6 +8,7 @@ use crate::domain::{
     state::ServerCondition,
     tool::ToolSpec,
 };
+use crate::upstream::Upstream;
 
 /// Where the condition, tools and call handle of every server go.
 pub trait Reporter: Send + Sync + 'static {

@@ -36,7 +36,9 @@ use rmcp::{
 };
 use tokio::sync::oneshot;
 
-use super::{call_answers::Envelope, write_queue::Ticket};
+use crate::upstream::{
+    transport::stdio::call_answers::Envelope, transport::stdio::write_queue::Ticket,
+};
 
 /// The first id of the lane: above every id rmcp's `u32` counter gives, and exact in the
 /// double of a JavaScript server.
@@ -46,7 +48,7 @@ const FIRST_ID: i64 = 1 << 32;
 pub type Answer = Result<ServerResult, ServiceError>;
 
 /// Why the server is told to cancel a call of the lane.
-pub(super) const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
+pub(in crate::upstream) const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
 
 /// The write side of a transport: messages queued, then written by whichever sender holds the
 /// pipe (see `pipe_writer`).

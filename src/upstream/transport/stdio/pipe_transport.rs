@@ -9,11 +9,11 @@
 //!   skips or refuses is unchanged;
 //! - messages sent while a write is under way go out together in the next write, instead of
 //!   one write (and one wait for the writer's lock) each; a write finishes or never starts,
-//!   whoever stops waiting ([`super::pipe_writer`]), so the server reads whole lines only;
+//!   whoever stops waiting ([`crate::upstream::transport::stdio::pipe_writer`]), so the server reads whole lines only;
 //! - a `notifications/cancelled` rmcp sends for a request still queued withdraws the request
 //!   instead: the server sees neither.
 //!
-//! Line length is bounded by the [`super::stdout_guard::StdoutGuard`] the reader comes through.
+//! Line length is bounded by the [`crate::upstream::transport::stdio::stdout_guard::StdoutGuard`] the reader comes through.
 
 use std::{io, pin::Pin, sync::Arc};
 
@@ -27,11 +27,11 @@ use rmcp::{
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, BufReader};
 use tokio_util::codec::Decoder as _;
 
-use super::{
-    call_answers::{CallIds, call_answer},
-    call_lane::{CallLane, Outbox},
-    pipe_writer::Writer,
-    write_queue::{KEPT_CAPACITY, Ticket},
+use crate::upstream::{
+    transport::stdio::call_answers::{CallIds, call_answer},
+    transport::stdio::call_lane::{CallLane, Outbox},
+    transport::stdio::pipe_writer::Writer,
+    transport::stdio::write_queue::{KEPT_CAPACITY, Ticket},
 };
 
 /// Read buffer size: most answers fit in one read.

@@ -1,0 +1,15 @@
+//! One MCP session with one server: starting it on its transport (`connect`), what the broker
+//! tells the server about itself (`client_handler`), the running session (`running`), the
+//! requests calls send through it (`requests`), what the server sends back during a request
+//! (`interactions`), and the lists it is asked for (`tools_list`, `offers_list`, `pages`).
+
+pub(crate) mod classify;
+pub(crate) mod client_handler;
+pub mod connect;
+pub mod interactions;
+pub(crate) mod link;
+pub(crate) mod offers_list;
+pub(crate) mod pages;
+pub(crate) mod requests;
+pub(crate) mod running;
+pub(crate) mod tools_list;
