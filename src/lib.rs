@@ -32,6 +32,7 @@ pub mod domain;
 pub mod faces;
 pub mod foreign_errors;
 pub mod health;
+pub mod http2;
 pub mod login;
 pub mod metrics;
 pub mod net;

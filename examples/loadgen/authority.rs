@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use loona_hpack::Encoder;
 use tokio::io::AsyncReadExt as _;
-use toolbroker::faces::grpc::socket_authority::LocalAuthority;
+use toolbroker::http2::socket_authority::LocalAuthority;
 
 use crate::Plan;
 

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use loona_hpack::Decoder;
-use toolbroker::faces::grpc::socket_authority::replay;
+use toolbroker::http2::socket_authority::replay;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Twice what the mender may hold: a block, a read, and the output waiting for h2.

@@ -22,7 +22,8 @@ use tokio::{
 };
 use tonic::transport::server::Connected;
 
-use super::{budget::Permit, h2_head::HeadScan};
+use super::budget::Permit;
+use crate::http2::head::HeadScan;
 
 /// A connection holding its place in the budget, and its first request head's deadline if
 /// it has one.

@@ -5,8 +5,6 @@
 
 pub mod budget;
 pub mod guarded;
-pub mod h2_frame;
-mod h2_head;
 pub mod listen;
 pub mod open_files;
 

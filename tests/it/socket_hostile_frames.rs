@@ -19,7 +19,7 @@ use tokio::{
     net::UnixStream,
 };
 use toolbroker::{
-    faces::grpc::socket_authority::{HEADER_TABLE_SIZE, MAX_HEADER_LIST_SIZE},
+    http2::socket_authority::{HEADER_TABLE_SIZE, MAX_HEADER_LIST_SIZE},
     proto::tool_broker_client::ToolBrokerClient,
 };
 

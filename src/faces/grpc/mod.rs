@@ -3,7 +3,6 @@
 
 mod audit_draft;
 mod authenticate;
-mod batched_writes;
 pub mod broker_service;
 mod call_context;
 mod call_stream;
@@ -18,7 +17,6 @@ mod pre_encoded;
 mod search;
 pub mod server;
 pub mod service;
-pub mod socket_authority;
 pub mod status;
 mod tool_cache;
 pub mod unix_socket;

@@ -19,14 +19,17 @@ use tonic::transport::Server;
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
-    authenticate::Authenticated, batched_writes::BatchedWrites, broker_service::BrokerService,
-    first_message::FirstMessage, observe, pre_encoded::PassThrough,
-    socket_authority::LocalAuthority, status::to_status,
+    authenticate::Authenticated, broker_service::BrokerService, first_message::FirstMessage,
+    observe, pre_encoded::PassThrough, status::to_status,
 };
 use crate::{
     auth::Gate,
     domain::{config::Limits, request_error::RequestError},
     foreign_errors,
+    http2::{
+        batched_writes::BatchedWrites,
+        socket_authority::{self, LocalAuthority},
+    },
     net::{Admitted, ConnectionBudget, ListenerKind},
     proto,
     proto::tool_broker_server::ToolBrokerServer,
@@ -79,7 +82,7 @@ pub async fn serve<H: Health>(
         (None, None)
     };
     // hyper's default, said here because the socket's authority mender holds clients to it too.
-    let list = super::socket_authority::MAX_HEADER_LIST_SIZE;
+    let list = socket_authority::MAX_HEADER_LIST_SIZE;
     let connections = parts.limits.connections;
     let head_within = connections.header_timeout;
     let mut builder = Server::builder()

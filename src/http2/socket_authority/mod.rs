@@ -39,7 +39,7 @@ use tonic::transport::server::Connected;
 
 use frames::{Block, CONTINUATION, Frame, HEADERS, Walk};
 
-use crate::net::h2_frame::PREFACE;
+use crate::http2::frame::PREFACE;
 use hpack::{Mender, authority_parses};
 #[doc(hidden)]
 pub use replay::{Replay, replay};

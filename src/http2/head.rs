@@ -6,7 +6,7 @@
 //! It would go if h2 (or hyper's HTTP/2 server) bounded the time to a first request head, as
 //! hyper's HTTP/1 server does with `header_read_timeout`.
 
-use super::h2_frame::{
+use crate::http2::frame::{
     CONTINUATION, END_HEADERS, Frame, HEAD as FRAME_HEADER_LEN, HEADERS, PREFACE,
 };
 

@@ -8,8 +8,8 @@ use bytes::{BufMut as _, BytesMut};
 
 use super::{MAX_BLOCK, MAX_BLOCK_FRAMES, MAX_FRAME, broken};
 
-pub(super) use crate::net::h2_frame::{CONTINUATION, Frame, HEAD, HEADERS};
-use crate::net::h2_frame::{END_HEADERS, END_STREAM, PADDED, PRIORITY};
+pub(super) use crate::http2::frame::{CONTINUATION, Frame, HEAD, HEADERS};
+use crate::http2::frame::{END_HEADERS, END_STREAM, PADDED, PRIORITY};
 
 /// The header block fragment of the whole HEADERS or CONTINUATION `frame` at the start of
 /// `buf`: without padding or priority fields.

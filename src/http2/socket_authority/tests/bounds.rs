@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use loona_hpack::encoder::encode_integer;
 
 use super::*;
-use crate::faces::grpc::socket_authority::{frames::Block, hpack::Mender};
+use crate::http2::socket_authority::{frames::Block, hpack::Mender};
 
 /// An HPACK dynamic table size update to `size` (RFC 7541 §6.3).
 fn size_update(size: usize) -> Vec<u8> {
