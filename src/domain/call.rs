@@ -213,5 +213,4 @@ fn whole(n: &Number) -> Option<Number> {
 }
 
 #[cfg(test)]
-#[path = "call_tests.rs"]
 mod tests;

@@ -375,5 +375,4 @@ fn join_property(group: Vec<Param>, count: usize) -> Param {
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
 mod tests;

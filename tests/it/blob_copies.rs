@@ -11,7 +11,7 @@ use std::{
 use base64::Engine as _;
 use prost::Message as _;
 use rmcp::model::ReadResourceResult;
-use toolbroker::{domain::names::ServerName, faces::grpc::convert_offers::read_response, proto};
+use toolbroker::{domain::names::ServerName, faces::grpc::offer_messages::read_response, proto};
 
 /// Counts the bytes allocated (a growing realloc counts its new size) by each thread: this
 /// allocator serves the whole test binary, and other tests allocate on other threads meanwhile.

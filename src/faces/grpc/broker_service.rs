@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Extensions, Request, Status, metadata::MetadataMap};
 
 use super::{
-    authenticate::Refused, call_context::CallContext, convert, deadline, limit::ResponseLimit,
+    authenticate::Refused, call_context::CallContext, deadline, limit::ResponseLimit, messages,
     status::to_status, tool_cache::ToolCache, watch::Feed,
 };
 use crate::{
@@ -129,7 +129,7 @@ impl BrokerService {
         let mut call = self.prepare(metadata, extensions, request)?;
         let called: Called = self.calls.run(call.tool_call(None)).await?;
         self.limit
-            .check(convert::call_response(&called.server, called.result)?)
+            .check(messages::call_response(&called.server, called.result)?)
     }
 
     /// Decodes a call (a refusal at the gate stays one); the call path checks it.
@@ -155,7 +155,7 @@ impl BrokerService {
                 .transpose()?,
             json: request.arguments_json,
         };
-        let timeout = request.timeout.map(convert::duration).transpose()?;
+        let timeout = request.timeout.map(messages::duration).transpose()?;
         Ok(PreparedCall {
             name: request.name,
             view: request.view,

@@ -30,7 +30,7 @@ use tracing::Instrument as _;
 use super::{
     audit_draft,
     broker_service::{BrokerService, PreparedCall, refused},
-    convert, observe,
+    messages, observe,
 };
 use crate::{
     conversation::{Conversation, Interaction},
@@ -196,7 +196,7 @@ async fn run(
     Some(result.and_then(|called| {
         service
             .limit
-            .check(convert::call_response(&called.server, called.result)?)
+            .check(messages::call_response(&called.server, called.result)?)
     }))
 }
 

@@ -3,7 +3,7 @@
 
 use tonic::Request;
 
-use super::{call_context::CallContext, convert_offers};
+use super::{call_context::CallContext, offer_messages};
 use crate::{auth, core::broker::Broker, domain::request_error::RequestError, proto};
 
 /// ListResources: the resources and templates of the servers asked for (all when none) whose
@@ -25,11 +25,11 @@ pub fn list_resources(
         let resources = offered.resources.iter();
         response
             .resources
-            .extend(resources.map(|spec| convert_offers::resource(server, spec)));
+            .extend(resources.map(|spec| offer_messages::resource(server, spec)));
         let templates = offered.templates.iter();
         response
             .templates
-            .extend(templates.map(|spec| convert_offers::template(server, spec)));
+            .extend(templates.map(|spec| offer_messages::template(server, spec)));
     }
     Ok(response)
 }
@@ -57,7 +57,7 @@ pub async fn read_resource(
     let (server, result) = broker
         .read_resource(&request.server, &request.uri, &context)
         .await?;
-    convert_offers::read_response(&server, result)
+    offer_messages::read_response(&server, result)
 }
 
 /// ListPrompts: the prompts of the servers asked for (all when none) the caller may see.
@@ -78,7 +78,7 @@ pub fn list_prompts(
             (servers.is_empty() || servers.iter().any(|s| s == server))
                 && caller.may_prompt(&prompt.name)
         })
-        .map(|prompt| convert_offers::prompt(prompt))
+        .map(|prompt| offer_messages::prompt(prompt))
         .collect();
     Ok(proto::ListPromptsResponse { prompts })
 }
@@ -106,7 +106,7 @@ pub async fn get_prompt(
         .get_prompt(&request.name, arguments, &context)
         .await?;
     tracing::Span::current().record("server", server.as_str());
-    convert_offers::prompt_response(&server, result)
+    offer_messages::prompt_response(&server, result)
 }
 
 /// Every named server must exist.

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::{
     audit_draft,
     broker_service::{BrokerService, refused},
-    call_stream, convert,
+    call_stream, messages,
     observe::observe,
     offers,
     pre_encoded::PreEncoded,
@@ -179,7 +179,7 @@ impl ToolBroker for Arc<BrokerService> {
                 .catalog
                 .servers()
                 .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
-                .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
+                .map(|view| messages::server_status(view, snapshot.caller_sessions(&view.name)))
                 .collect();
             Ok(Response::new(proto::ListServersResponse { servers }))
         })

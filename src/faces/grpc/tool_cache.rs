@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 
-use super::convert;
+use super::messages;
 use crate::{
     core::broker::Snapshot,
     core::latest_revision::LatestRevision,
@@ -37,7 +37,7 @@ impl CachedTools {
         let kept = |tool| earlier.and_then(|earlier| earlier.field_of(tool));
         let fields = exposed.iter().map(|tool| match kept(tool) {
             Some(field) => ToolField::Encoded(field),
-            None => ToolField::Encode(convert::tool(tool)),
+            None => ToolField::Encode(messages::tool(tool)),
         });
         let encoded = EncodedTools::new(fields, revision);
         // The encoding holds every schema's text: the specs hold it there too, and the
@@ -176,7 +176,7 @@ mod tests {
             second.encoded.response(|_| true).encoded_chunks(),
             fresh.encoded.response(|_| true).encoded_chunks()
         );
-        assert_eq!(second.encoded.tool(0), convert::tool(&a));
+        assert_eq!(second.encoded.tool(0), messages::tool(&a));
     }
 
     #[test]
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(tools[0].spec.input_schema_json(), before);
         let second = CachedTools::new(tools.clone(), 2, Some(&first));
         assert!(text_in(&second, 0) && text_in(&second, 1), "moved on");
-        assert_eq!(convert::tool(&tools[1]), second.encoded.tool(1));
+        assert_eq!(messages::tool(&tools[1]), second.encoded.tool(1));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::convert;
+use super::messages;
 use crate::{
     auth::Caller,
     core::broker::Snapshot,
@@ -124,7 +124,7 @@ impl Visibility {
         {
             return None;
         }
-        let mut converted = convert::watch_event(event);
+        let mut converted = messages::watch_event(event);
         if let (Change::Tools(..), Some(proto::watch_event::Event::ToolsChanged(change))) =
             (&event.change, converted.event.as_mut())
         {

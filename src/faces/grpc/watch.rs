@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::{
-    convert, limit::ResponseLimit, status::to_status, tool_cache::ToolCache, visibility::Visibility,
+    limit::ResponseLimit, messages, status::to_status, tool_cache::ToolCache,
+    visibility::Visibility,
 };
 use crate::{
     auth::Caller,
@@ -176,7 +177,7 @@ fn snapshot_event(
         .catalog
         .servers()
         .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
-        .map(|view| convert::server_status(view, snapshot.caller_sessions(&view.name)))
+        .map(|view| messages::server_status(view, snapshot.caller_sessions(&view.name)))
         .collect();
     proto::WatchEvent {
         revision: snapshot.catalog.revision(),

@@ -26,7 +26,7 @@ use crate::upstream::{
     session::classify::{classify, lacked_token, not_a_tool_result},
     session::interactions::Registration,
     session::link::Link,
-    transport::stdio::call_lane::Answer,
+    transport::stdio::call_lane::ServerAnswer,
 };
 use crate::{
     conversation::Conversation,
@@ -389,7 +389,7 @@ async fn start(
 ) -> Result<
     (
         RequestId,
-        impl Future<Output = Answer>,
+        impl Future<Output = ServerAnswer>,
         Option<CancelOnDrop>,
     ),
     ServiceError,

@@ -37,7 +37,7 @@ const REFUSED_BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The gate's state: the credentials it checks, and where the calls it refuses are audited.
 #[derive(Clone)]
-pub struct Access {
+pub struct Gatekeeper {
     /// Who is admitted.
     pub gate: Gate,
     /// The audit log, with the broker that names a refused tool's server; `None` without one.
@@ -50,7 +50,7 @@ pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// The gate: a caller it admits goes on with its [`Caller`](crate::auth::Caller) in the
 /// request's extensions; anyone else gets 401 and where to learn how to get a token.
-pub async fn admit(State(access): State<Access>, mut request: Request, next: Next) -> Response {
+pub async fn admit(State(access): State<Gatekeeper>, mut request: Request, next: Next) -> Response {
     match access.gate.admit(request.headers(), None).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);

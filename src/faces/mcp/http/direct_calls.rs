@@ -111,7 +111,9 @@ impl DirectCalls {
         let caller = Asker::of_parts(Some(parts)).caller(&snapshot.views);
         let tools = snapshot.catalog.tools();
         let page = tool_list::page(tools, &caller, list.cursor(), tool_list::PAGE_BYTES).ok()?;
-        Some(list_response(tool_list::Answer::new(page, &list.id)))
+        Some(list_response(tool_list::ToolsListAnswer::new(
+            page, &list.id,
+        )))
     }
 
     /// Runs `call` of `session` for the request whose `extensions` these are, and answers it;
@@ -204,7 +206,7 @@ fn json_response(message: &ServerJsonRpcMessage) -> Response {
 
 /// A `tools/list` answer as the response: one body of known length if it is one piece (sent
 /// with the headers in one write), else the pieces as the connection takes them.
-fn list_response(answer: serde_json::Result<tool_list::Answer>) -> Response {
+fn list_response(answer: serde_json::Result<tool_list::ToolsListAnswer>) -> Response {
     let mut answer = match answer {
         Ok(answer) => answer,
         Err(error) => return not_written(&error),

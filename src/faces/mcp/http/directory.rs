@@ -23,7 +23,7 @@ use super::session::Session;
 pub const QUESTION_PREFIX: &str = "toolbroker-question-";
 
 /// An answer to a question: the client's result, or the error it sent.
-pub type Answer = Result<ClientResult, String>;
+pub type ClientAnswer = Result<ClientResult, String>;
 
 /// Every session of one face.
 #[derive(Default)]
@@ -46,7 +46,7 @@ struct Entry {
     /// `notifications/cancelled`.
     calls: HashMap<RequestId, CancellationToken>,
     /// The questions asked on those calls' streams, by their ids' random part.
-    questions: HashMap<String, oneshot::Sender<Answer>>,
+    questions: HashMap<String, oneshot::Sender<ClientAnswer>>,
 }
 
 impl Directory {
@@ -147,7 +147,7 @@ impl Directory {
     }
 
     /// A new question for the client of session `id`: its id, and where its answer comes.
-    pub fn ask(&self, id: &SessionId) -> (RequestId, oneshot::Receiver<Answer>) {
+    pub fn ask(&self, id: &SessionId) -> (RequestId, oneshot::Receiver<ClientAnswer>) {
         let token = unguessable();
         let request = RequestId::String(format!("{QUESTION_PREFIX}{token}").into());
         let (answer, answered) = oneshot::channel();
@@ -166,7 +166,7 @@ impl Directory {
 
     /// The client of session `id` answered `request`: true if it was one of the face's
     /// questions (now delivered).
-    pub fn answer(&self, id: &SessionId, request: &RequestId, answer: Answer) -> bool {
+    pub fn answer(&self, id: &SessionId, request: &RequestId, answer: ClientAnswer) -> bool {
         let Some(token) = question(request) else {
             return false;
         };

@@ -11,12 +11,12 @@ mod changes;
 mod direct_calls;
 mod directory;
 mod face_sessions;
-mod handler;
 mod origins;
 mod plain_request;
 mod refused_calls;
 mod relay;
 mod request;
+mod server_handler;
 mod serving;
 mod session;
 mod session_access;
@@ -60,7 +60,7 @@ use crate::{
 
 use direct_calls::DirectCalls;
 use face_sessions::FaceSessions;
-pub use handler::Face;
+pub use server_handler::Face;
 
 /// What the face serves from.
 pub struct Parts {
@@ -159,7 +159,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     let (budget, header_timeout) = (parts.budget.clone(), parts.header_timeout);
     let broker = parts.calls.broker().clone();
     let in_flight = parts.calls.in_flight().clone();
-    let access = access::Access {
+    let access = access::Gatekeeper {
         gate: parts.gate.clone(),
         audit: parts
             .calls

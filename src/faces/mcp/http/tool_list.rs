@@ -1,6 +1,6 @@
 //! The face's `tools/list`, two ways.
 //!
-//! - [`Answer`]: the JSON-RPC answer written straight from the schema texts the catalog
+//! - [`ToolsListAnswer`]: the JSON-RPC answer written straight from the schema texts the catalog
 //!   revision holds, for the requests the face answers itself, a piece at a time as the
 //!   connection takes it. No schema is parsed, and nothing is kept: listing 10,002 tools
 //!   through rmcp's types held ~270 MiB of parsed schemas for as long as the revision lasted.
@@ -103,13 +103,13 @@ pub fn page(
     })
 }
 
-/// How much of an [`Answer`] is written at a time: a page can be 8 MiB, which sixteen
+/// How much of an [`ToolsListAnswer`] is written at a time: a page can be 8 MiB, which sixteen
 /// clients listing at once would otherwise hold sixteen times over.
 const PIECE: usize = 256 * 1024;
 
 /// The JSON-RPC answer to one `tools/list` request: one [`Page`], its tools as
 /// [`mcp_tool::tool`] declares them, written in pieces of about 256 KiB as they are asked for.
-pub struct Answer {
+pub struct ToolsListAnswer {
     /// The tools listed.
     tools: Vec<Arc<ExposedTool>>,
     /// The answer's closing (the end of the tools, the next cursor, the end of the message),
@@ -121,7 +121,7 @@ pub struct Answer {
     opening: Vec<u8>,
 }
 
-impl Answer {
+impl ToolsListAnswer {
     /// The answer to `tools/list` request `id`: `page`.
     pub fn new(page: Page, id: &RequestId) -> serde_json::Result<Self> {
         let mut opening = br#"{"jsonrpc":"2.0","id":"#.to_vec();
@@ -147,7 +147,7 @@ impl Answer {
     }
 }
 
-impl Iterator for Answer {
+impl Iterator for ToolsListAnswer {
     type Item = serde_json::Result<Bytes>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -306,7 +306,7 @@ mod tests {
             })
             .collect();
         let next = listed.next.clone().unwrap();
-        let answer = Answer::new(listed, &RequestId::Number(9)).unwrap();
+        let answer = ToolsListAnswer::new(listed, &RequestId::Number(9)).unwrap();
         let pieces: Vec<Bytes> = answer.map(Result::unwrap).collect();
         assert!(pieces.len() >= 2, "{} pieces", pieces.len());
         assert!(pieces[..pieces.len() - 1].iter().all(|p| p.len() >= PIECE));

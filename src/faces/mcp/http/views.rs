@@ -1,5 +1,5 @@
 //! `/mcp/<view>`: the face serving one view of the catalog. The view is checked on every
-//! request (a reload may add or remove it) and rides the request to the handler, which binds
+//! request (a reload may add or remove it) and rides the request to the server_handler, which binds
 //! the caller to it.
 
 use axum::{

@@ -6,8 +6,8 @@
 //! on a 2026-07-28 client's `subscriptions/listen`). Stdout carries the protocol only; logs go
 //! to stderr.
 
-mod convert;
-mod handler;
+mod from_proto;
+mod server_handler;
 mod watch;
 
 use anyhow::Context as _;
@@ -19,7 +19,7 @@ use crate::{
     client, proto,
 };
 
-use handler::StdioFace;
+use server_handler::StdioFace;
 
 /// A command line `mcp-stdio` cannot start from (a usage mistake: exit 2).
 #[derive(Debug, thiserror::Error)]

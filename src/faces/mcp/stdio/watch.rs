@@ -6,7 +6,7 @@ use std::{future::Future, time::Duration};
 
 use futures::FutureExt as _;
 
-use super::convert::stale_by;
+use super::from_proto::stale_by;
 use crate::{
     client::Client,
     domain::backoff,

@@ -45,7 +45,7 @@ use crate::upstream::{
 const FIRST_ID: i64 = 1 << 32;
 
 /// What a call gets back: the server's result, or why there is none.
-pub type Answer = Result<ServerResult, ServiceError>;
+pub type ServerAnswer = Result<ServerResult, ServiceError>;
 
 /// Why the server is told to cancel a call of the lane.
 pub(in crate::upstream) const GAVE_UP: &str = "the caller gave up (deadline or cancellation)";
@@ -71,7 +71,7 @@ pub trait Outbox: Send + Sync {
 pub struct CallLane {
     next: AtomicU64,
     /// `None` once the transport has ended: calls waiting were told, new ones are refused.
-    waiting: Mutex<Option<HashMap<i64, oneshot::Sender<Answer>>>>,
+    waiting: Mutex<Option<HashMap<i64, oneshot::Sender<ServerAnswer>>>>,
     /// How many are waiting, so the reader skips the lane when none is.
     count: AtomicUsize,
     outbox: Arc<dyn Outbox>,
@@ -195,14 +195,16 @@ impl CallLane {
         self.lock().is_none()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<i64, oneshot::Sender<Answer>>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<HashMap<i64, oneshot::Sender<ServerAnswer>>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 /// An answer as rmcp's request handle gives it: an error as `McpError`, a result decoded as a
 /// tool result (or, when it is none, as whatever rmcp would make of it).
-fn decode(envelope: &Envelope) -> Answer {
+fn decode(envelope: &Envelope) -> ServerAnswer {
     if let Some(error) = envelope.error {
         return match serde_json::from_str::<ErrorData>(error.get()) {
             Ok(error) => Err(ServiceError::McpError(error)),
@@ -237,7 +239,7 @@ pub struct Sent {
     pub id: RequestId,
     /// The progress token the request carries.
     pub progress: ProgressToken,
-    answer: oneshot::Receiver<Answer>,
+    answer: oneshot::Receiver<ServerAnswer>,
     answered: bool,
     /// The request's line, once queued.
     ticket: Option<Ticket>,
@@ -245,7 +247,7 @@ pub struct Sent {
 
 impl Sent {
     /// The call's answer; the session's end if it closes first.
-    pub async fn answer(&mut self) -> Answer {
+    pub async fn answer(&mut self) -> ServerAnswer {
         let answer = (&mut self.answer)
             .await
             .unwrap_or(Err(ServiceError::TransportClosed));

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::{convert, watch};
+use crate::faces::mcp::stdio::{from_proto, watch};
 use crate::{
     client::Client,
     faces::mcp::lists,
@@ -115,9 +115,9 @@ impl StdioFace {
                     relay_progress(&context.peer, token.as_ref(), progress).await;
                 }
                 Some(Event::Log(log)) => {
-                    let log = convert::log_message(log);
+                    let log = from_proto::log_message(log);
                     let wanted = self.log_level.load(Ordering::Relaxed);
-                    if convert::severity(log.level) >= wanted
+                    if from_proto::severity(log.level) >= wanted
                         && let Err(error) = context.peer.notify_logging_message(log).await
                     {
                         tracing::debug!(%error, "log message not relayed");
@@ -134,7 +134,7 @@ impl StdioFace {
                     let _ = sender.send(send(Message::SamplingResponse(answer))).await;
                 }
                 Some(Event::Result(result)) => {
-                    return convert::call_result(result)
+                    return from_proto::call_result(result)
                         .map(Into::into)
                         .map_err(|reason| ErrorData::internal_error(reason, None));
                 }
@@ -146,12 +146,12 @@ impl StdioFace {
 
 /// A failed call as the one table says.
 fn failed(status: &tonic::Status) -> Result<CallToolResponse, ErrorData> {
-    refusal::refused_call(convert::refusal(status)).map(Into::into)
+    refusal::refused_call(from_proto::refusal(status)).map(Into::into)
 }
 
 /// A failed request other than a call as the one table says.
 fn refused(asked: Asked, status: &tonic::Status) -> ErrorData {
-    refusal::refused_request(asked, convert::refusal(status))
+    refusal::refused_request(asked, from_proto::refusal(status))
 }
 
 /// Progress goes to the client only if it asked for it (gave a token).
@@ -161,7 +161,7 @@ async fn relay_progress(
     progress: proto::Progress,
 ) {
     if let Some(token) = token {
-        let notification = convert::progress(token.clone(), progress);
+        let notification = from_proto::progress(token.clone(), progress);
         if let Err(error) = peer.notify_progress(notification).await {
             tracing::debug!(%error, "progress not relayed");
         }
@@ -175,7 +175,7 @@ async fn elicit(
     question: proto::ElicitationRequest,
 ) -> proto::ElicitationResponse {
     let decline = || ElicitResult::new(ElicitationAction::Decline);
-    let answer = match convert::elicit_params(&question) {
+    let answer = match from_proto::elicit_params(&question) {
         Some(params) if can_elicit(peer, &params) => {
             let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
             match peer.send_request(request).await {
@@ -195,7 +195,7 @@ async fn elicit(
             decline()
         }
     };
-    convert::elicitation_response(question.id, answer)
+    from_proto::elicitation_response(question.id, answer)
 }
 
 /// Whether the client declared elicitation in the mode `params` need (form when it named none,
@@ -266,7 +266,7 @@ impl ServerHandler for StdioFace {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let severity = convert::severity(request.level);
+        let severity = from_proto::severity(request.level);
         self.log_level.store(severity, Ordering::Relaxed);
         Ok(())
     }
@@ -330,7 +330,7 @@ impl ServerHandler for StdioFace {
             .map_err(|status| refused(Asked::Other, &status))?;
         let tools = response.into_inner().tools;
         Ok(ListToolsResult::with_all_items(
-            tools.iter().map(convert::tool).collect(),
+            tools.iter().map(from_proto::tool).collect(),
         ))
     }
 
@@ -366,7 +366,7 @@ impl ServerHandler for StdioFace {
             listed
                 .resources
                 .into_iter()
-                .map(convert::resource)
+                .map(from_proto::resource)
                 .collect(),
         ))
     }
@@ -381,7 +381,7 @@ impl ServerHandler for StdioFace {
             listed
                 .templates
                 .into_iter()
-                .map(convert::template)
+                .map(from_proto::template)
                 .collect(),
         ))
     }
@@ -393,14 +393,14 @@ impl ServerHandler for StdioFace {
     ) -> Result<ReadResourceResponse, ErrorData> {
         // MCP names no server; the broker needs one, found where the URI is listed.
         let listed = self.listed_resources().await?;
-        let server = convert::owner(&listed, &request.uri)
+        let server = from_proto::owner(&listed, &request.uri)
             .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let read = proto::ReadResourceRequest {
             server: server.to_owned(),
             uri: request.uri.clone(),
         };
         match self.broker.clone().read_resource(read).await {
-            Ok(response) => Ok(convert::read_result(response.into_inner()).into()),
+            Ok(response) => Ok(from_proto::read_result(response.into_inner()).into()),
             Err(status) => Err(refused(Asked::Resource, &status)),
         }
     }
@@ -418,7 +418,7 @@ impl ServerHandler for StdioFace {
             .map_err(|status| refused(Asked::Other, &status))?;
         let prompts = response.into_inner().prompts;
         Ok(ListPromptsResult::with_all_items(
-            prompts.into_iter().map(convert::prompt).collect(),
+            prompts.into_iter().map(from_proto::prompt).collect(),
         ))
     }
 
@@ -429,7 +429,7 @@ impl ServerHandler for StdioFace {
     ) -> Result<GetPromptResponse, ErrorData> {
         let get = proto::GetPromptRequest {
             name: request.name,
-            arguments: convert::prompt_arguments(request.arguments),
+            arguments: from_proto::prompt_arguments(request.arguments),
         };
         let response = self
             .broker
@@ -437,7 +437,7 @@ impl ServerHandler for StdioFace {
             .get_prompt(get)
             .await
             .map_err(|status| refused(Asked::Other, &status))?;
-        convert::prompt_result(response.into_inner())
+        from_proto::prompt_result(response.into_inner())
             .map(Into::into)
             .map_err(|reason| ErrorData::internal_error(reason, None))
     }

@@ -43,8 +43,14 @@ fn param(param: Param) -> proto::Param {
         description: param.description,
         required: param.required,
         enum_values: param.enum_values,
-        items: param.items.map(|p| Box::new(self::param(*p))),
-        properties: param.properties.into_iter().map(self::param).collect(),
+        items: param
+            .items
+            .map(|p| Box::new(crate::faces::grpc::messages::param(*p))),
+        properties: param
+            .properties
+            .into_iter()
+            .map(crate::faces::grpc::messages::param)
+            .collect(),
         default_json: param.default_json,
     }
 }
@@ -238,5 +244,4 @@ pub fn decode(base64: &str, what: &str) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-#[path = "convert_tests.rs"]
 mod tests;

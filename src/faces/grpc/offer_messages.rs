@@ -3,7 +3,7 @@
 
 use rmcp::model::{GetPromptResult, ReadResourceResult, Role};
 
-use super::convert::{content_kind, resource_contents};
+use crate::faces::grpc::messages::{content_kind, resource_contents};
 use crate::{
     domain::{
         names::ServerName,

@@ -349,5 +349,4 @@ pub fn stale_by(event: &Event) -> Stale {
 }
 
 #[cfg(test)]
-#[path = "convert_tests.rs"]
 mod tests;

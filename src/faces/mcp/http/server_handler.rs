@@ -1,5 +1,5 @@
 //! The MCP face's server handler: the broker's catalog as MCP tools, resources and prompts,
-//! calls (see [`call`](super::call)), resource subscriptions, completions and log levels, each
+//! calls (see [`call`](crate::faces::mcp::http::call)), resource subscriptions, completions and log levels, each
 //! as the requesting caller may see them.
 
 // Logging is deprecated by MCP 2026-07-28 (SEP-2577) but is what clients use today.
@@ -24,7 +24,7 @@ use rmcp::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{
+use crate::faces::mcp::http::{
     changes,
     directory::Directory,
     face_sessions::SessionKey,
@@ -49,17 +49,17 @@ fn refused_request(asked: Asked, error: &RequestError) -> ErrorData {
     refusal::refused_request(asked, Refusal::from(error))
 }
 
-/// The MCP face's handler, one per client session; clones share the broker.
+/// The MCP face's server_handler, one per client session; clones share the broker.
 #[derive(Clone)]
 pub struct Face {
     /// The path of every call (and the broker behind it), shared with the gRPC face.
-    pub(super) calls: CallPath,
-    pub(super) shutdown: CancellationToken,
-    pub(super) session: Arc<Session>,
+    pub(in crate::faces::mcp::http) calls: CallPath,
+    pub(in crate::faces::mcp::http) shutdown: CancellationToken,
+    pub(in crate::faces::mcp::http) session: Arc<Session>,
     /// The tools/list of the current revision, shared by every session.
     tool_list: Arc<ToolList>,
     /// Every session, for the calls the face answers directly.
-    pub(super) directory: Arc<Directory>,
+    pub(in crate::faces::mcp::http) directory: Arc<Directory>,
 }
 
 impl Face {
@@ -75,7 +75,7 @@ impl Face {
     }
 
     /// The broker behind the face's calls, lists and subscriptions.
-    pub(super) fn broker(&self) -> &Broker {
+    pub(in crate::faces::mcp::http) fn broker(&self) -> &Broker {
         self.calls.broker()
     }
 
@@ -88,7 +88,7 @@ impl Face {
     }
 
     /// The handler of the session whose state is `session`.
-    pub(super) fn with_session(&self, session: Arc<Session>) -> Self {
+    pub(in crate::faces::mcp::http) fn with_session(&self, session: Arc<Session>) -> Self {
         Self {
             session,
             ..self.clone()
