@@ -21,24 +21,24 @@
 #![deny(unsafe_code)]
 
 pub mod app;
-pub mod auth;
+pub(crate) mod auth;
 pub mod cli;
 pub mod client;
 pub mod config_file;
-pub mod conversation;
-pub mod core;
+pub(crate) mod conversation;
+pub(crate) mod core;
 pub mod demo_server;
 pub mod domain;
 pub mod faces;
-pub mod foreign_errors;
+pub(crate) mod foreign_errors;
 pub mod health;
 pub mod http2;
 pub mod login;
-pub mod metrics;
-pub mod net;
+pub(crate) mod metrics;
+pub(crate) mod net;
 pub mod proto;
-pub mod reload;
+pub(crate) mod reload;
 pub mod telemetry;
-pub mod tls;
+pub(crate) mod tls;
 pub mod tls_provider;
 pub mod upstream;

@@ -2,11 +2,11 @@
 //! is routed), the calls in flight, the configured call rates, the audit log, and values derived
 //! once per catalog revision. It imports no face, and `upstream` never imports it.
 
-pub mod audit;
-pub mod broker;
-pub mod call_audit;
-pub mod call_path;
-pub mod in_flight;
-pub mod latest_revision;
-pub mod rate_limits;
-pub mod tool_call;
+pub(crate) mod audit;
+pub(crate) mod broker;
+pub(crate) mod call_audit;
+pub(crate) mod call_path;
+pub(crate) mod in_flight;
+pub(crate) mod latest_revision;
+pub(crate) mod rate_limits;
+pub(crate) mod tool_call;

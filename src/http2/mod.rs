@@ -5,6 +5,6 @@
 //! it go, and each has its fuzz or property test.
 
 pub(crate) mod batched_writes;
-pub mod frame;
+pub(crate) mod frame;
 pub(crate) mod head;
 pub mod socket_authority;

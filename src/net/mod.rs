@@ -3,10 +3,10 @@
 //! limit that budget needs, and the deadline on an HTTP/2 connection's first request head
 //! (`limits.header_timeout`). What a stranger can hold before anyone knows who it is.
 
-pub mod budget;
-pub mod guarded;
-pub mod listen;
-pub mod open_files;
+pub(crate) mod budget;
+pub(crate) mod guarded;
+pub(crate) mod listen;
+pub(crate) mod open_files;
 
 pub use budget::{ConnectionBudget, ListenerKind};
 pub use guarded::Guarded;

@@ -5,8 +5,8 @@
 //! `OTEL_*` variables; otherwise no OpenTelemetry layer exists and spans cost what a log span
 //! costs.
 
-pub mod context;
-pub mod semconv;
+pub(crate) mod context;
+pub(crate) mod semconv;
 
 use std::{
     io::IsTerminal,

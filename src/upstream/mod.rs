@@ -2,10 +2,10 @@
 //! endpoints over streamable HTTP or legacy SSE), one supervisor task per server, the handle
 //! calls go through, and the port supervisors report through.
 
-pub mod oauth;
+pub(crate) mod oauth;
 pub(crate) mod pool;
-pub mod session;
-pub mod supervisor;
+pub(crate) mod session;
+pub(crate) mod supervisor;
 pub mod transport;
 
 pub use session::requests::Upstream;

@@ -2,7 +2,7 @@
 //! `mcp-stdio` bridge, a gRPC client of the broker) and what both share: `model` (one projection
 //! of tools, resources and prompts, one refusal table) and `lists` (list answers for MCP).
 
-pub mod http;
-pub mod lists;
-pub mod model;
+pub(crate) mod http;
+pub(crate) mod lists;
+pub(crate) mod model;
 pub mod stdio;

@@ -26,8 +26,6 @@ pub struct Discovered {
     pub manager: AuthorizationManager,
     /// The authorization server's metadata.
     pub metadata: AuthorizationMetadata,
-    /// The challenge, if the server gave one.
-    pub challenge: Option<String>,
 }
 
 /// The server's answer to an unauthenticated `initialize`: its challenge when it refused with
@@ -85,7 +83,6 @@ pub async fn discover(url: &Url, challenge: Option<String>) -> Result<Discovered
     Ok(Discovered {
         manager,
         metadata: resolution.metadata,
-        challenge,
     })
 }
 

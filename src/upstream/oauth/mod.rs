@@ -6,14 +6,14 @@
 
 mod authorizer;
 mod cross_app;
-pub mod discovery;
+pub(crate) mod discovery;
 pub(crate) mod exchange;
 mod failures;
-pub mod key;
+pub(crate) mod key;
 mod login_grant;
 mod machine;
-pub mod scopes;
-pub mod store;
+pub(crate) mod scopes;
+pub(crate) mod store;
 
 use std::{
     sync::{Arc, PoisonError, RwLock},

@@ -79,11 +79,6 @@ impl TokenStore {
         }))
     }
 
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0.path
-    }
-
     /// The contents as last read or written.
     pub fn current(&self) -> Option<TokenFile> {
         self.lock().clone()

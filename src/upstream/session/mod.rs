@@ -5,8 +5,8 @@
 
 pub(crate) mod classify;
 pub(crate) mod client_handler;
-pub mod connect;
-pub mod interactions;
+pub(crate) mod connect;
+pub(crate) mod interactions;
 pub(crate) mod link;
 pub(crate) mod offers_list;
 pub(crate) mod pages;

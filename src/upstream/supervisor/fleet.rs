@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::{
     config::ServerSpec,
-    names::ServerName,
     reload::{Plan, plan},
 };
 use crate::upstream::{Reporter, oauth::ServerAuth, supervisor::Supervisor};
@@ -117,11 +116,6 @@ impl Fleet {
             }
         }
         plan
-    }
-
-    /// The names of the running servers, in configuration order.
-    pub fn names(&self) -> Vec<ServerName> {
-        self.running.iter().map(|r| r.spec.name.clone()).collect()
     }
 
     /// Stops every server and waits for their sessions to close.

@@ -3,9 +3,9 @@
 //! backoff, and combines what they report (see [`board`]) until told to stop.
 
 mod board;
-pub mod fleet;
+pub(crate) mod fleet;
 mod replica;
-pub mod reporter;
+pub(crate) mod reporter;
 
 use std::sync::Arc;
 

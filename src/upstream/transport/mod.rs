@@ -4,7 +4,7 @@
 
 pub(crate) mod explain;
 pub(crate) mod faults;
-pub mod http;
+pub(crate) mod http;
 pub mod sse;
-pub mod stdio;
+pub(crate) mod stdio;
 pub(crate) mod tap;

@@ -5,10 +5,10 @@
 //! catalog, or what the broker answered over gRPC) in the domain's terms, and nothing here
 //! knows either face.
 
-pub mod prompt;
-pub mod refusal;
-pub mod resource;
-pub mod tool;
+pub(crate) mod prompt;
+pub(crate) mod refusal;
+pub(crate) mod resource;
+pub(crate) mod tool;
 
 /// MCP's optional text: an empty one is absent (the broker's forms cannot tell the two
 /// apart, so neither face shows an empty field).
