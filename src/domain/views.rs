@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{grants::Patterns, request_error::RequestError};
+use super::{
+    grants::{Access, Patterns},
+    request_error::RequestError,
+};
 
 /// The configured views, by name: as written, and compiled.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +68,16 @@ impl Views {
         }
     }
 
+    /// What `access` sees through the view a request names (`view`, empty for none): its
+    /// tools narrowed to the view's. The one rule both faces list by (a call is admitted by
+    /// [`Views::admit_call`]); an unknown view is NOT_FOUND naming the views there are.
+    pub fn narrow(&self, access: &Access, view: &str) -> Result<Access, RequestError> {
+        Ok(match self.asked(view)? {
+            Some(patterns) => access.clone().within(patterns.clone()),
+            None => access.clone(),
+        })
+    }
+
     /// The view asked for by a request field: none when the field is empty.
     pub fn asked(&self, name: &str) -> Result<Option<&Patterns>, RequestError> {
         if name.is_empty() {
@@ -78,6 +91,31 @@ impl Views {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_narrows_what_a_caller_sees_and_an_unknown_one_is_named() {
+        let views = Views::new(&BTreeMap::from([(
+            "support".to_owned(),
+            vec!["jira_*".to_owned()],
+        )]));
+        let grants = [(
+            "team".to_owned(),
+            vec!["jira_create".to_owned(), "k8s_*".to_owned()],
+        )];
+        let granted = Access::of_grants(Some(&grants), &["team".to_owned()]);
+        let all = views.narrow(&Access::ALL, "support").unwrap();
+        assert!(all.may_use("jira_create") && !all.may_use("k8s_get"));
+        let narrowed = views.narrow(&granted, "support").unwrap();
+        assert!(narrowed.may_use("jira_create"));
+        assert!(
+            !narrowed.may_use("jira_delete"),
+            "the caller's grants still apply"
+        );
+        assert!(!narrowed.may_use("k8s_get"), "the view applies");
+        assert!(views.narrow(&granted, "").unwrap().may_use("k8s_get"));
+        let unknown = views.narrow(&Access::ALL, "sales").unwrap_err().to_string();
+        assert!(unknown.contains("support"), "{unknown}");
+    }
 
     #[test]
     fn a_view_is_found_by_name_and_an_unknown_one_lists_the_others() {

@@ -9,9 +9,10 @@ use crate::{
     core::broker::Snapshot,
     domain::{
         catalog::{Catalog, Change, Event},
-        grants::Patterns,
+        grants::Access,
         request_error::RequestError,
         tool::ExposedTool,
+        views::Views,
     },
     proto,
 };
@@ -19,9 +20,11 @@ use crate::{
 /// The servers asked for (all when none), the view asked for, and the caller's tools.
 pub struct Visibility {
     servers: Vec<String>,
-    /// The view's name and patterns, when one was asked for.
-    view: Option<(String, Patterns)>,
+    /// The view's name, when one was asked for.
+    view: Option<String>,
     caller: Caller,
+    /// The tools the caller sees through the view ([`Views::narrow`](crate::domain::views::Views::narrow)).
+    seen: Access,
 }
 
 impl Visibility {
@@ -32,8 +35,8 @@ impl Visibility {
         caller: Caller,
         snapshot: &Snapshot,
     ) -> Result<Self, RequestError> {
-        let patterns = snapshot.views.asked(&view)?.cloned();
-        let view = patterns.map(|patterns| (view, patterns));
+        let seen = snapshot.views.narrow(&caller.access, &view)?;
+        let view = (!view.is_empty()).then_some(view);
         if let Some(unknown) = servers
             .iter()
             .find(|name| snapshot.catalog.server(name).is_none())
@@ -46,19 +49,22 @@ impl Visibility {
             servers,
             view,
             caller,
+            seen,
         })
     }
 
     /// The view asked for, by name.
     pub fn view_name(&self) -> Option<&str> {
-        self.view.as_ref().map(|(name, _)| name.as_str())
+        self.view.as_deref()
     }
 
-    /// The same request under its view's new definition.
-    pub fn set_view(&mut self, patterns: Patterns) {
-        if let Some((_, current)) = &mut self.view {
-            *current = patterns;
-        }
+    /// The same request under its view's definition in `views` (NOT_FOUND when it is gone).
+    pub fn set_view(&mut self, views: &Views) -> Result<(), RequestError> {
+        self.seen = views.narrow(
+            &self.caller.access,
+            self.view.as_deref().unwrap_or_default(),
+        )?;
+        Ok(())
     }
 
     /// Whether everything is visible (no server filter, no view, no per-token allow-list).
@@ -95,10 +101,7 @@ impl Visibility {
 
     /// Whether the tool exposed as `name` is visible, whatever its server.
     fn name(&self, name: &str) -> bool {
-        self.view
-            .as_ref()
-            .is_none_or(|(_, patterns)| patterns.matches(name))
-            && self.caller.may_use(name)
+        self.seen.may_use(name)
     }
 
     /// A catalog event as this request may see it, if it may see any of it (a `Views` event

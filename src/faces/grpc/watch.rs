@@ -144,9 +144,10 @@ impl Watcher {
         }
         tracing::debug!(view = %name, "a Watch stream's view was redefined");
         self.view = Some(written.to_vec());
-        if let Ok(patterns) = snapshot.views.get(&name) {
-            self.visibility.set_view(patterns.clone());
-        }
+        self.visibility.set_view(&snapshot.views).map_err(|e| {
+            self.ended = true;
+            to_status(&e)
+        })?;
         Ok(true)
     }
 

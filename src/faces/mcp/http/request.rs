@@ -60,13 +60,10 @@ impl Asker {
     /// removed the view).
     pub fn caller(&self, views: &Views) -> Caller {
         let mut caller = self.caller.clone();
-        if let Some(view) = &self.view {
-            let patterns = views
-                .get(view)
-                .cloned()
-                .unwrap_or_else(|_| Patterns::only(std::iter::empty()));
-            caller.access = caller.access.within(patterns);
-        }
+        let view = self.view.as_deref().unwrap_or_default();
+        caller.access = views
+            .narrow(&caller.access, view)
+            .unwrap_or_else(|_| (caller.access.clone()).within(Patterns::only(std::iter::empty())));
         caller
     }
 }
