@@ -24,6 +24,7 @@ mod health_reflection;
 mod http_upstreams;
 mod isolation_faces;
 mod isolation_servers;
+mod layering;
 mod limits;
 mod list_tools;
 mod mcp_face;
