@@ -351,4 +351,57 @@ mod tests {
         conn.poll(|c, cx| c.poll_shutdown(cx)).unwrap();
         assert_eq!(conn.socket().bytes(), frame(3));
     }
+
+    /// One step of a connection's task, as h2 takes it.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write(usize, u8),
+        Flush,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => (1usize..40_000, any::<u8>()).prop_map(|(len, byte)| Step::Write(len, byte)),
+            2 => Just(Step::Flush),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever h2 writes and flushes, on a socket however slow: every byte arrives once,
+        /// in order; no more than the limit is ever held; a flush that follows no write (h2's
+        /// last, when it has nothing left to send) leaves nothing held.
+        #[test]
+        fn every_byte_arrives_in_order_and_a_second_flush_sends_all(
+            steps in proptest::collection::vec(step(), 1..60),
+            max_write in proptest::option::of(1usize..70_000),
+            stalls in proptest::bool::ANY,
+        ) {
+            let mut conn = Driver::new(Socket { max_write, stalls, ..Socket::default() });
+            let mut written = Vec::new();
+            let mut last_was_flush = false;
+            for step in steps {
+                match step {
+                    Step::Write(len, byte) => {
+                        let bytes = vec![byte; len];
+                        conn.write(&bytes);
+                        written.extend_from_slice(&bytes);
+                        last_was_flush = false;
+                    }
+                    Step::Flush => {
+                        conn.flush();
+                        if last_was_flush {
+                            proptest::prop_assert!(conn.conn.held.is_empty());
+                        }
+                        last_was_flush = true;
+                    }
+                }
+                proptest::prop_assert!(conn.conn.held.len() <= HOLD_UP_TO);
+            }
+            conn.flush();
+            conn.flush();
+            proptest::prop_assert!(conn.conn.held.is_empty());
+            proptest::prop_assert_eq!(conn.socket().bytes(), written);
+        }
+    }
 }

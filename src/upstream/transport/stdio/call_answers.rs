@@ -192,4 +192,93 @@ mod tests {
         let fast = call_answer(line.as_bytes(), &mut calls).expect("taken by method");
         assert_eq!(json(fast), general(line));
     }
+
+    /// A JSON value of bounded depth and size, with any strings.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// An answer line as a server might write it: a result that may or may not be a tool
+    /// result (known members, odd ones, wrong types), an error, or a request with our id.
+    fn answer_line() -> impl proptest::strategy::Strategy<Value = (i64, String)> {
+        use proptest::prelude::*;
+        let block = prop_oneof![
+            ".{0,16}".prop_map(|text| serde_json::json!({"type": "text", "text": text})),
+            any_json().prop_map(|v| serde_json::json!({"type": "text", "text": v})),
+            any_json(),
+        ];
+        let result = (
+            proptest::collection::vec(block, 0..3),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any_json()),
+            proptest::option::of(any_json()),
+        )
+            .prop_map(|(content, is_error, structured, extra)| {
+                let mut result = serde_json::json!({"content": content});
+                if let Some(is_error) = is_error {
+                    result["isError"] = is_error.into();
+                }
+                if let Some(structured) = structured {
+                    result["structuredContent"] = structured;
+                }
+                if let Some(extra) = extra {
+                    result["_meta"] = extra;
+                }
+                result
+            });
+        let message = prop_oneof![
+            4 => result.prop_map(|r| serde_json::json!({"result": r})),
+            1 => any_json().prop_map(|r| serde_json::json!({"result": r})),
+            1 => Just(serde_json::json!({"error": {"code": -32603, "message": "no"}})),
+            1 => Just(serde_json::json!({"method": "ping"})),
+        ];
+        (0i64..4, message).prop_map(|(id, mut message)| {
+            message["jsonrpc"] = "2.0".into();
+            message["id"] = id.into();
+            (id, message.to_string())
+        })
+    }
+
+    proptest::proptest! {
+        /// The seam beside rmcp's decoding: whatever a server answers, an answer taken here
+        /// is what rmcp makes of the same line, and only an answer to a call sent is taken.
+        #[test]
+        fn an_answer_taken_here_is_what_rmcp_decodes((id, line) in answer_line(), sent_id in 0i64..4) {
+            let mut calls = sent(&[sent_id]);
+            match call_answer(line.as_bytes(), &mut calls) {
+                Some(fast) => {
+                    proptest::prop_assert_eq!(id, sent_id);
+                    proptest::prop_assert_eq!(json(fast), general(&line));
+                    proptest::prop_assert!(calls.is_empty());
+                }
+                None => {
+                    let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    let ours = id == sent_id && parsed.get("method").is_none();
+                    proptest::prop_assert_eq!(calls.is_empty(), ours, "{}", line);
+                }
+            }
+        }
+
+        /// Any bytes at all: never a panic, and nothing taken that is not an answer.
+        #[test]
+        fn any_bytes_are_taken_or_left_without_a_panic(line in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let mut calls = sent(&[0, 1]);
+            if let Some(fast) = call_answer(&line, &mut calls) {
+                proptest::prop_assert!(matches!(fast, JsonRpcMessage::Response(_)));
+            }
+        }
+    }
 }

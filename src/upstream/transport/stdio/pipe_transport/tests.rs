@@ -1,3 +1,4 @@
+use proptest::strategy::Strategy as _;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientRequest, JsonRpcMessage, NumberOrString, ServerResult,
@@ -261,4 +262,114 @@ async fn rmcp_cancelling_a_request_still_queued_withdraws_both() {
         [1, 3],
         "neither request 2 nor its cancellation: {read:?}"
     );
+}
+
+/// What the server of [`lane_and_rmcp_calls_in_any_order`] is told to do with the lines it
+/// reads: answer in the order `order` gives (an index into the lines read), write its bytes
+/// in pieces of `piece` bytes, and send a notification before the answers at `notify`.
+#[derive(Debug, Clone)]
+struct Server {
+    order: Vec<usize>,
+    piece: usize,
+    notify: Vec<usize>,
+}
+
+/// Lines echo answers to, written as `server` says, then the pipe closed.
+async fn serve(their_read: PipeReader, mut their_write: PipeWriter, count: usize, server: Server) {
+    let mut lines = BufReader::new(their_read).lines();
+    let read = read_lines(&mut lines, count).await;
+    let mut wire = String::new();
+    for (at, &i) in server.order.iter().enumerate() {
+        if server.notify.contains(&at) {
+            wire.push_str(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+            wire.push('\n');
+        }
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": read[i]["id"],
+            "result": {"content": [{"type": "text", "text": read[i]["params"]["arguments"]["message"]}]},
+        });
+        wire.push_str(&answer.to_string());
+        wire.push('\n');
+    }
+    for piece in wire.as_bytes().chunks(server.piece) {
+        their_write.write_all(piece).await.expect("written");
+    }
+}
+
+fn server_for(count: usize) -> impl proptest::strategy::Strategy<Value = Server> {
+    use proptest::prelude::*;
+    (
+        Just((0..count).collect::<Vec<_>>()).prop_shuffle(),
+        1usize..300,
+        proptest::collection::btree_set(0..count, 0..3),
+    )
+        .prop_map(|(order, piece, notify)| Server {
+            order,
+            piece,
+            notify: notify.into_iter().collect(),
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// The seam beside rmcp's service loop: lane calls (ids from 2^32) and rmcp's requests
+    /// (ids below) on one pipe, answered in any order and written in pieces of any size,
+    /// with notifications between: every answer reaches the call that asked it, once, and
+    /// rmcp's side sees its own answers and the notifications, nothing of the lane's.
+    #[test]
+    fn lane_and_rmcp_calls_in_any_order(
+        (lane_calls, rmcp_calls, server) in (0usize..5, 0usize..5)
+            .prop_filter("a call at least", |(l, r)| l + r > 0)
+            .prop_flat_map(|(l, r)| (proptest::strategy::Just(l), proptest::strategy::Just(r), server_for(l + r)))
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let (mut transport, their_read, their_write) = connected();
+            let lane = transport.lane();
+            let notifications = server.notify.len();
+            let serving = tokio::spawn(serve(their_read, their_write, lane_calls + rmcp_calls, server));
+            let mut sent = Vec::new();
+            for i in 0..lane_calls {
+                let mut arguments = serde_json::Map::new();
+                arguments.insert("message".into(), format!("lane {i}").into());
+                let params = CallToolRequestParams::new("echo").with_arguments(arguments);
+                sent.push(lane.send(params, Default::default()).await.expect("sent"));
+            }
+            for i in 0..rmcp_calls {
+                transport.send(call(i as i64 + 1, &format!("rmcp {}", i + 1))).await.expect("sent");
+            }
+            let mut rmcp_answers = Vec::new();
+            let mut notified = 0;
+            while let Some(message) = transport.receive().await {
+                match message {
+                    JsonRpcMessage::Response(response) => {
+                        let ServerResult::CallToolResult(result) = response.result else {
+                            panic!("a tool result");
+                        };
+                        let NumberOrString::Number(id) = response.id else {
+                            panic!("rmcp's ids are numbers");
+                        };
+                        assert!(id < 1 << 32, "a lane answer reached rmcp: {id}");
+                        let text = result.content[0].as_text().expect("text").text.clone();
+                        assert_eq!(text, format!("rmcp {id}"));
+                        rmcp_answers.push(id);
+                    }
+                    JsonRpcMessage::Notification(_) => notified += 1,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            serving.await.expect("served");
+            rmcp_answers.sort_unstable();
+            assert_eq!(rmcp_answers, (1..=rmcp_calls as i64).collect::<Vec<_>>());
+            assert_eq!(notified, notifications);
+            for (i, mut call) in sent.into_iter().enumerate() {
+                let Ok(ServerResult::CallToolResult(result)) = call.answer().await else {
+                    panic!("lane call {i} answered");
+                };
+                assert_eq!(result.content[0].as_text().expect("text").text, format!("lane {i}"));
+            }
+        });
+    }
 }
