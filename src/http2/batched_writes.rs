@@ -9,6 +9,11 @@
 //! that follows a large frame is put off (the connection's task is woken, so it runs again
 //! and flushes again), and the next flush with no write since sends what is held. Small
 //! writes (the frames of ordinary calls) go straight through, as before.
+//!
+//! **What would let it go**: h2 writing the frames it has queued in one vectored write (its
+//! codec writes and flushes one frame at a time; not proposed upstream yet), measured as in
+//! docs/performance.md ("a large answer in a few writes"). It wraps the socket's public
+//! `AsyncWrite` only; its property test drives it with any writes and flushes on any socket.
 
 use std::{
     io::{self, IoSlice},

@@ -3,6 +3,11 @@
 //! `extern_path` in build.rs), so ListTools neither converts nor clones a tool per request: its
 //! answer is a few slices of the cached encoding (the runs of tools the caller may see), which
 //! the gRPC server sends without copying them (`grpc::pre_encoded`).
+//!
+//! **What would let it go**: tonic sending a message it is given already encoded (and prost
+//! encoding a field from bytes it is given). It leans on protobuf's wire format only (a
+//! repeated field is its entries side by side); its property test holds the cached answer, for
+//! any tools, any subset kept and any tools re-encoded, byte for byte to prost's encoding.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::{
@@ -377,5 +382,73 @@ mod tests {
         let decoded = ListToolsResponse::decode(none.encode_to_vec().as_slice()).unwrap();
         assert!(decoded.tools.is_empty());
         assert_eq!(decoded.revision, 7);
+    }
+
+    /// A tool of any texts and any number of parameters (nested once).
+    fn any_tool() -> impl proptest::strategy::Strategy<Value = Tool> {
+        use proptest::prelude::*;
+        let param =
+            ("\\PC{0,8}", "\\PC{0,12}", any::<bool>()).prop_map(|(name, description, required)| {
+                Param {
+                    name,
+                    description,
+                    required,
+                    ..Default::default()
+                }
+            });
+        (
+            "\\PC{0,12}",
+            "\\PC{0,60}",
+            "\\PC{0,40}",
+            proptest::collection::vec(param.clone(), 0..4),
+            proptest::collection::vec(param, 0..2),
+        )
+            .prop_map(|(name, description, schema, mut params, inner)| {
+                if let Some(first) = params.first_mut() {
+                    first.properties = inner;
+                }
+                Tool {
+                    name,
+                    description,
+                    input_schema_json: schema,
+                    params,
+                    ..Default::default()
+                }
+            })
+    }
+
+    proptest::proptest! {
+        /// The cached encoding against prost's own: for any tools, any subset kept and any
+        /// tools re-encoded in a later revision, the answer decodes to what prost encodes for
+        /// the same tools, byte for byte, and each tool and schema text reads back.
+        #[test]
+        fn any_answer_is_what_prost_encodes(
+            tools in proptest::collection::vec(any_tool(), 0..10),
+            keep in proptest::collection::vec(proptest::bool::ANY, 10),
+            renew in proptest::collection::vec(proptest::bool::ANY, 10),
+            revision in proptest::num::u64::ANY,
+        ) {
+            let earlier = EncodedTools::new(fields(&tools), revision.wrapping_sub(1));
+            let cache = EncodedTools::new(
+                (0..tools.len()).map(|i| if renew[i] {
+                    ToolField::Encode(tools[i].clone())
+                } else {
+                    ToolField::Encoded(earlier.field(i))
+                }),
+                revision,
+            );
+            for (i, tool) in tools.iter().enumerate() {
+                proptest::prop_assert_eq!(&cache.tool(i), tool);
+                proptest::prop_assert_eq!(&cache.input_schema_json(i)[..], tool.input_schema_json.as_bytes());
+            }
+            let answer = cache.response(|i| keep[i]);
+            let plain = ListToolsResponse {
+                tools: tools.iter().enumerate().filter(|(i, _)| keep[*i]).map(|(_, t)| t.clone()).collect(),
+                revision,
+                ..Default::default()
+            };
+            proptest::prop_assert_eq!(answer.encoded_len(), plain.encoded_len());
+            proptest::prop_assert_eq!(answer.encode_to_vec(), plain.encode_to_vec());
+        }
     }
 }

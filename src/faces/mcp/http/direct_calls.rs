@@ -15,6 +15,15 @@
 //! [`FaceSessions`](super::face_sessions::FaceSessions) catches them. A direct answer has no
 //! event ids: a client that loses the connection cannot resume it, and the call is
 //! cancelled, as a gRPC call is.
+//!
+//! **What would let it go**: rmcp's streamable HTTP service answering a plain call at about the
+//! cost of a gRPC call (no per-call service clone, no hops between tasks, one JSON response);
+//! re-measure with `loadgen face` after each rmcp upgrade (docs/performance.md, "the MCP face
+//! answers its calls itself"). Its seams are property-tested where they decide: which POSTs it
+//! takes ([`plain_request`](super::plain_request): what it takes is what rmcp reads), the list
+//! it writes ([`tool_list`]: the JSON rmcp would send) and the sessions' record
+//! ([`directory`](super::directory): a model of it); the MCP face's integration tests run every
+//! path through rmcp's client and the Python and TypeScript SDKs.
 
 use std::{convert::Infallible, pin::Pin, sync::Arc, task::Poll, time::Duration};
 

@@ -1,6 +1,11 @@
 //! The face's own record of its client sessions, beside rmcp's: each session's state (once it
 //! is initialized), when the client last did anything, the calls the face is answering
 //! directly, the questions those calls asked the client, and which idle one is the oldest.
+//!
+//! **What would let it go**: rmcp's session manager recording each session's activity, its
+//! open streams and the calls a face answers itself, and routing a client's answers to them.
+//! A model-based property test runs any sequence of opens, closes, calls, cancels, questions
+//! and answers over three sessions against it.
 
 use std::{
     collections::HashMap,
@@ -348,5 +353,144 @@ mod tests {
         assert_eq!(directory.oldest_idle(|id| *id != quiet), None);
         directory.stream(&streaming, false);
         assert_eq!(directory.oldest_idle(|id| *id != quiet), Some(streaming));
+    }
+
+    /// What a client and the face do to the directory, in any order.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Open(usize),
+        Close(usize),
+        Initialize(usize),
+        Stream(usize, bool),
+        StartCall(usize, i64),
+        EndCall(usize, i64),
+        Cancel(usize, i64),
+        Ask(usize),
+        Answer(usize, usize),
+        Forget(usize, usize),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let s = 0usize..3;
+        prop_oneof![
+            1 => s.clone().prop_map(Op::Open),
+            1 => s.clone().prop_map(Op::Close),
+            1 => s.clone().prop_map(Op::Initialize),
+            1 => (s.clone(), any::<bool>()).prop_map(|(s, o)| Op::Stream(s, o)),
+            1 => (s.clone(), 0i64..3).prop_map(|(s, r)| Op::StartCall(s, r)),
+            1 => (s.clone(), 0i64..3).prop_map(|(s, r)| Op::EndCall(s, r)),
+            1 => (s.clone(), 0i64..3).prop_map(|(s, r)| Op::Cancel(s, r)),
+            2 => s.clone().prop_map(Op::Ask),
+            3 => (s.clone(), 0usize..8).prop_map(|(s, q)| Op::Answer(s, q)),
+            1 => (s, 0usize..8).prop_map(|(s, q)| Op::Forget(s, q)),
+        ]
+    }
+
+    /// The model: what each session holds.
+    #[derive(Default, Clone)]
+    struct Model {
+        open: usize,
+        calls: std::collections::BTreeSet<i64>,
+        initialized: bool,
+    }
+
+    proptest::proptest! {
+        /// A model of the directory against it, over any sequence of what clients and the
+        /// face do across three sessions: an answer reaches a question only from the session
+        /// that was asked it, once, and never after the session closed or was opened anew; a
+        /// cancel reaches only a call its session runs; a session with a stream open or a
+        /// call running is never the one closed to make room.
+        #[test]
+        fn answers_cancels_and_idleness_follow_the_model(ops in proptest::collection::vec(op(), 1..80)) {
+            let directory = Directory::default();
+            let names = [id("s0"), id("s1"), id("s2")];
+            let mut model: [Option<Model>; 3] = Default::default();
+            let mut states: Vec<Arc<Session>> = Vec::new();
+            // Every question asked: its session, its id, whether it still waits, its receiver.
+            let mut questions: Vec<(usize, RequestId, bool, oneshot::Receiver<ClientAnswer>)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Open(s) => {
+                        directory.open(&names[s]);
+                        model[s] = Some(Model::default());
+                        questions.iter_mut().filter(|q| q.0 == s).for_each(|q| q.2 = false);
+                    }
+                    Op::Close(s) => {
+                        directory.close(&names[s]);
+                        model[s] = None;
+                        questions.iter_mut().filter(|q| q.0 == s).for_each(|q| q.2 = false);
+                    }
+                    Op::Initialize(s) => {
+                        let state = Arc::new(Session::default());
+                        directory.initialized(&names[s], &state);
+                        states.push(state);
+                        if let Some(m) = &mut model[s] {
+                            m.initialized = true;
+                        }
+                    }
+                    Op::Stream(s, opened) => {
+                        directory.stream(&names[s], opened);
+                        if let Some(m) = &mut model[s] {
+                            m.open = if opened { m.open + 1 } else { m.open.saturating_sub(1) };
+                        }
+                    }
+                    Op::StartCall(s, r) => {
+                        let started = directory.start_call(&names[s], &RequestId::Number(r)).is_some();
+                        let expected = model[s].as_ref().is_some_and(|m| m.initialized);
+                        proptest::prop_assert_eq!(started, expected);
+                        if let Some(m) = model[s].as_mut().filter(|_| started) {
+                            m.open += 1;
+                            m.calls.insert(r);
+                        }
+                    }
+                    Op::EndCall(s, r) => {
+                        directory.end_call(&names[s], &RequestId::Number(r));
+                        if let Some(m) = &mut model[s] {
+                            m.open = m.open.saturating_sub(1);
+                            m.calls.remove(&r);
+                        }
+                    }
+                    Op::Cancel(s, r) => {
+                        let cancelled = directory.cancel_call(&names[s], &RequestId::Number(r));
+                        let expected = model[s].as_ref().is_some_and(|m| m.calls.contains(&r));
+                        proptest::prop_assert_eq!(cancelled, expected);
+                    }
+                    Op::Ask(s) => {
+                        let (request, answered) = directory.ask(&names[s]);
+                        proptest::prop_assert!(is_question(&request));
+                        questions.push((s, request, model[s].is_some(), answered));
+                    }
+                    Op::Answer(by, q) if !questions.is_empty() => {
+                        let q = q % questions.len();
+                        let (asked, request, waiting, answered) = &mut questions[q];
+                        let delivered = directory.answer(&names[by], request, Ok(ClientResult::empty(())));
+                        let expected = *waiting && *asked == by;
+                        proptest::prop_assert_eq!(delivered, expected, "question {} of s{} answered by s{}", q, asked, by);
+                        if delivered {
+                            *waiting = false;
+                            proptest::prop_assert!(answered.try_recv().is_ok());
+                        }
+                    }
+                    Op::Forget(s, q) if !questions.is_empty() => {
+                        let q = q % questions.len();
+                        directory.forget(&names[s], &questions[q].1);
+                        if questions[q].0 == s {
+                            questions[q].2 = false;
+                        }
+                    }
+                    Op::Answer(..) | Op::Forget(..) => {}
+                }
+                let closable = directory.oldest_idle(|_| true);
+                let idle_ones: Vec<usize> = (0..3).filter(|&s| model[s].as_ref().is_some_and(|m| m.open == 0)).collect();
+                match closable {
+                    Some(session) => {
+                        let s = names.iter().position(|n| *n == session).unwrap();
+                        proptest::prop_assert!(idle_ones.contains(&s), "s{} is busy", s);
+                    }
+                    None => proptest::prop_assert!(idle_ones.is_empty()),
+                }
+            }
+        }
     }
 }

@@ -5,6 +5,11 @@
 //! idle sessions closed by the face, which sees all of a session's traffic where rmcp's
 //! worker does not. Each session's caller is recorded as it is created, and the oldest idle
 //! sessions are closed to keep the caps (see [`session_caps`](super::session_caps)).
+//!
+//! **What would let it go**: as for the [`Directory`]: rmcp's `LocalSessionManager` with a hook
+//! for the client messages of calls answered outside it and a keep-alive that counts them. It
+//! implements rmcp's public `SessionManager` trait; what it decides is in the directory
+//! (property-tested) and the caps (`session_caps`).
 
 use std::{
     sync::{Arc, Weak},

@@ -3,6 +3,9 @@
 //! narrower than what rmcp accepts: everything it does not recognise (an `Origin`, a host off
 //! the loopback list, SEP-2243 headers, a per-request protocol version, a batch, a retried
 //! call) goes to rmcp, which knows every case and answers it as the spec says.
+//!
+//! **What would let it go**: with [`direct_calls`](super::direct_calls). Its property tests hold
+//! what it takes to what rmcp reads from the same bytes, and any one unusual header to rmcp.
 
 use http::{HeaderMap, header};
 use rmcp::{
@@ -233,5 +236,163 @@ mod tests {
             assert!(list_of(body.as_bytes()).is_none(), "{body}");
         }
         assert!(call_of(br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).is_none());
+    }
+
+    /// Properties of the seam: what the face takes itself, rmcp reads the same way.
+    mod properties {
+        use proptest::prelude::*;
+        use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+        use serde_json::{Value, json};
+
+        use super::*;
+
+        /// A body a client might send to `/mcp`: a request whose method, id, params, `_meta`
+        /// keys and extra members vary, or a batch of one.
+        fn body() -> impl Strategy<Value = Value> {
+            let method = prop_oneof![
+                4 => Just("tools/call"),
+                2 => Just("tools/list"),
+                1 => Just("ping"),
+                1 => Just("tools/Call"),
+            ];
+            let id = prop_oneof![
+                any::<i64>().prop_map(Value::from),
+                "[a-z0-9-]{0,8}".prop_map(Value::from),
+                Just(Value::Null),
+            ];
+            let meta_key = prop_oneof![
+                Just("progressToken".to_owned()),
+                Just("io.modelcontextprotocol/protocolVersion".to_owned()),
+                "[a-z./]{1,10}",
+            ];
+            let meta = proptest::collection::btree_map(meta_key, any::<u8>(), 0..3);
+            let params = (
+                proptest::option::weighted(0.9, "[a-z_]{1,8}"),
+                proptest::option::of(proptest::collection::btree_map(
+                    "[a-z]{1,4}",
+                    any::<i32>(),
+                    0..3,
+                )),
+                proptest::option::of(meta),
+                proptest::option::of(prop_oneof![
+                    Just("requestState"),
+                    Just("inputResponses"),
+                    Just("cursor"),
+                    Just("task")
+                ]),
+            )
+                .prop_map(|(name, arguments, meta, extra)| {
+                    let mut params = json!({});
+                    if let Some(name) = name {
+                        params["name"] = name.into();
+                    }
+                    if let Some(arguments) = arguments {
+                        params["arguments"] = json!(arguments);
+                    }
+                    if let Some(meta) = meta {
+                        params["_meta"] = json!(meta);
+                    }
+                    if let Some(extra) = extra {
+                        params[extra] = if extra == "inputResponses" || extra == "task" {
+                            json!({})
+                        } else {
+                            json!("s")
+                        };
+                    }
+                    params
+                });
+            (
+                prop_oneof![5 => Just("2.0"), 1 => Just("1.0")],
+                proptest::option::weighted(0.9, id),
+                method,
+                proptest::option::weighted(0.9, params),
+                proptest::bool::weighted(0.2),
+                prop_oneof![9 => Just(false), 1 => Just(true)],
+            )
+                .prop_map(|(version, id, method, params, extra, batch)| {
+                    let mut request = json!({"jsonrpc": version, "method": method});
+                    if let Some(id) = id {
+                        request["id"] = id;
+                    }
+                    if let Some(params) = params {
+                        request["params"] = params;
+                    }
+                    if extra {
+                        request["extra"] = 1.into();
+                    }
+                    if batch { json!([request]) } else { request }
+                })
+        }
+
+        /// Params as JSON, an empty `_meta` left out (rmcp drops it; it says nothing).
+        fn without_empty_meta(mut value: Value) -> Value {
+            if value["_meta"] == json!({}) {
+                value.as_object_mut().unwrap().remove("_meta");
+            }
+            value
+        }
+
+        proptest! {
+            /// A body taken as a plain `tools/call` is the request rmcp reads from it, with
+            /// the same id and params; one taken as a plain `tools/list` likewise.
+            #[test]
+            fn what_the_face_takes_is_what_rmcp_reads(body in body()) {
+                let bytes = serde_json::to_vec(&body).unwrap();
+                let rmcp: Option<ClientJsonRpcMessage> = serde_json::from_slice(&bytes).ok();
+                if let Some(call) = call_of(&bytes) {
+                    let Some(JsonRpcMessage::Request(request)) = rmcp else {
+                        return Err(TestCaseError::fail(format!("rmcp reads no request in {body}")));
+                    };
+                    prop_assert_eq!(&request.id, &call.id);
+                    let ClientRequest::CallToolRequest(read) = request.request else {
+                        return Err(TestCaseError::fail(format!("rmcp reads another method in {body}")));
+                    };
+                    // rmcp keeps `_meta` beside the params; serialized, it is back among them.
+                    let read = serde_json::to_value(&read).unwrap()["params"].clone();
+                    prop_assert_eq!(without_empty_meta(read), without_empty_meta(serde_json::to_value(&call.params).unwrap()));
+                    prop_assert!(list_of(&bytes).is_none());
+                } else if let Some(list) = list_of(&bytes) {
+                    let Some(JsonRpcMessage::Request(request)) = rmcp else {
+                        return Err(TestCaseError::fail(format!("rmcp reads no request in {body}")));
+                    };
+                    prop_assert_eq!(&request.id, &list.id);
+                    let ClientRequest::ListToolsRequest(read) = request.request else {
+                        return Err(TestCaseError::fail(format!("rmcp reads another method in {body}")));
+                    };
+                    prop_assert_eq!(read.params.as_ref().and_then(|p| p.cursor.as_deref()), list.cursor());
+                }
+            }
+
+            /// Headers: the plain set names its session whatever other headers come with it;
+            /// any one disqualifying header sends the request to rmcp.
+            #[test]
+            fn one_unusual_header_sends_a_post_to_rmcp(
+                others in proptest::collection::vec(("x-[a-z]{1,6}", "[a-z0-9]{0,6}"), 0..4),
+                unusual in proptest::option::of(prop_oneof![
+                    Just(("origin", "http://a.example")),
+                    Just(("mcp-method", "tools/call")),
+                    Just(("mcp-name", "echo")),
+                    Just(("mcp-param-x", "1")),
+                    Just(("mcp-protocol-version", "2026-07-28")),
+                    Just(("content-type", "text/plain")),
+                    Just(("content-length", "9999999")),
+                    Just(("accept", "text/event-stream")),
+                    Just(("host", "example.com:80")),
+                ]),
+            ) {
+                let mut headers = plain();
+                for (name, value) in &others {
+                    headers.insert(
+                        http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                        HeaderValue::from_str(value).unwrap(),
+                    );
+                }
+                if let Some((name, value)) = unusual {
+                    headers.insert(name, HeaderValue::from_static(value));
+                }
+                let session = session_of(&headers, true);
+                prop_assert_eq!(session.as_deref(), unusual.is_none().then_some("s-1"));
+            }
+        }
     }
 }

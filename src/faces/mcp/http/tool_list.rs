@@ -10,6 +10,11 @@
 //!
 //! Both list the same [`page`]s with the same JSON (a test holds them to it): a catalog whose
 //! answer would pass [`PAGE_BYTES`] is listed in pages, which rmcp's clients need past 16 MiB.
+//!
+//! **What would let it go**: rmcp listing tools from text it is given (a raw schema kept as it
+//! is) rather than parsed `Tool`s, for the first form; an rmcp list shared between sessions, for
+//! the second. The property test writes pages of any tools (texts that need escaping, any
+//! budget) by hand and through rmcp's types, and holds them equal.
 
 use std::{collections::BTreeMap, ops::Bound, sync::Arc};
 
@@ -316,5 +321,95 @@ mod tests {
         assert_eq!(message["id"], 9);
         assert_eq!(message["result"]["nextCursor"], next.as_str());
         assert_eq!(message["result"]["tools"], Value::Array(expected));
+    }
+
+    /// A generated tool: its name, description, title, schema keys and whether it declares an
+    /// output schema.
+    type Drawn = (String, String, Option<String>, Vec<String>, bool);
+
+    /// A tool whose texts hold anything JSON must escape, with a schema of any keys.
+    fn any_tool() -> impl proptest::strategy::Strategy<Value = Drawn> {
+        use proptest::prelude::*;
+        (
+            "[a-z][a-z0-9_]{0,10}",
+            "[\\x00-\\x1f\"\\\\/é€😀a-z \u{2028}]{0,40}",
+            proptest::option::of("[\"\\\\a-zé\\x01]{0,12}"),
+            proptest::collection::vec("[\"\\\\a-z\\x7f]{0,6}", 0..4),
+            any::<bool>(),
+        )
+    }
+
+    fn catalog_of(tools: Vec<Drawn>) -> BTreeMap<ExposedName, Arc<ExposedTool>> {
+        tools
+            .into_iter()
+            .map(|(original, description, title, keys, with_output)| {
+                let properties: Map<String, Value> = keys
+                    .into_iter()
+                    .map(|key| (key, json!({"type": "string"})))
+                    .collect();
+                let input = json!({"type": "object", "properties": properties});
+                let Value::Object(input) = input else {
+                    unreachable!()
+                };
+                let annotations = Annotations {
+                    title,
+                    ..Annotations::default()
+                };
+                let spec = ToolSpec::new(
+                    ToolName::new(&original),
+                    description,
+                    input.clone(),
+                    with_output.then_some(&input),
+                    annotations,
+                );
+                let name = ExposedName::derive("t_", &original).0;
+                let tool = ExposedTool {
+                    name: name.clone(),
+                    server: ServerName::parse("s").unwrap(),
+                    spec: Arc::new(spec),
+                    fixed: Arc::default(),
+                };
+                (name, Arc::new(tool))
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// The hand-written answer against rmcp's types: for any tools (texts that need
+        /// escaping, any schema keys) and any page budget, following the cursors lists every
+        /// tool once, and each page's bytes are the JSON rmcp would send for it.
+        #[test]
+        fn every_page_written_by_hand_is_the_json_rmcp_would_send(
+            tools in proptest::collection::vec(any_tool(), 0..12),
+            budget in 1usize..2_000,
+        ) {
+            let tools = catalog_of(tools);
+            let anyone = Caller::anyone();
+            let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+            loop {
+                let listed = page(&tools, &anyone, cursor.as_deref(), budget).unwrap();
+                let expected: Vec<Value> = listed
+                    .tools
+                    .iter()
+                    .map(|tool| {
+                        let input = tool.spec.input_schema_json();
+                        serde_json::to_value(mcp_tool::tool(&ToolFields::of(tool, &input))).unwrap()
+                    })
+                    .collect();
+                seen.extend(names(&listed.tools).into_iter().map(str::to_owned));
+                let next = listed.next.clone();
+                let answer = ToolsListAnswer::new(listed, &RequestId::Number(1)).unwrap();
+                let whole: Vec<u8> = answer.map(Result::unwrap).collect::<Vec<Bytes>>().concat();
+                let message: Value = serde_json::from_slice(&whole).unwrap();
+                proptest::prop_assert_eq!(&message["result"]["tools"], &Value::Array(expected));
+                proptest::prop_assert_eq!(message["result"].get("nextCursor").and_then(Value::as_str), next.as_deref());
+                match next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            let all: Vec<String> = tools.keys().map(|name| name.as_str().to_owned()).collect();
+            proptest::prop_assert_eq!(seen, all);
+        }
     }
 }

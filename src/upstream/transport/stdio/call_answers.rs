@@ -4,6 +4,10 @@
 //! each that does not fit. The transport knows which ids it sent as `tools/call`, so their
 //! answers can be decoded straight into `CallToolResult`; anything else (and any answer that
 //! does not decode that way) is left to rmcp's own decoding, unchanged.
+//!
+//! **What would let it go**: rmcp decoding an answer by the method of the request it answers
+//! (its untagged `ServerResult` is 12 % of a call's CPU in round one's profile). Its property
+//! tests hold it to rmcp: whatever a server answers, what is taken here is what rmcp decodes.
 
 use std::collections::HashSet;
 

@@ -13,6 +13,11 @@
 //! after it. Everything else on the session (the handshake, lists, pings, notifications, the
 //! server's requests and their answers, other cancellations) stays with rmcp; so do sessions
 //! on a protocol without `initialize`, whose requests carry per-request metadata rmcp adds.
+//!
+//! **What would let it go**: as for the [`pipe_transport`](super::pipe_transport) it rides on:
+//! rmcp's loop as cheap per call, or a hook for a transport to answer the requests it sent. It
+//! rests on one fact of rmcp's, that its request ids are a `u32` counter (ids from 2^32 never
+//! collide); the property test in `pipe_transport/tests.rs` holds the two id spaces apart.
 
 use std::{
     any::TypeId,

@@ -14,6 +14,13 @@
 //!   instead: the server sees neither.
 //!
 //! Line length is bounded by the [`crate::upstream::transport::stdio::stdout_guard::StdoutGuard`] the reader comes through.
+//!
+//! **What would let it go**: rmcp's service loop costing about what the lane costs (a call
+//! written by its caller, its answer decoded by the method sent and handed straight back), or
+//! rmcp letting a transport answer a request it sent itself; re-measure with `loadgen calls`
+//! after each rmcp upgrade (docs/performance.md, "tool calls on stdio beside rmcp's service
+//! loop"). It implements rmcp's public `Transport` trait; `pipe_transport/tests.rs` checks lane
+//! and rmcp calls answered in any order, in pieces of any size, as a property.
 
 use std::{io, pin::Pin, sync::Arc};
 
