@@ -1,4 +1,4 @@
-//! `grpc::socket_authority::replay` on any connection after the preface, read a few bytes at a
+//! `http2::socket_authority::replay` on any connection after the preface, read a few bytes at a
 //! time (the first input byte says how many): the authority mender must never panic, must hold
 //! bounded memory and walk each frame once, and what it hands h2 is either the client's bytes
 //! unchanged or the same frames with every header block decoding to the client's fields,

@@ -1,4 +1,4 @@
-//! `upstream::sse::decode_body` on any bytes: the `sse-stream` parser and the reading of each
+//! `upstream::transport::sse::decode_body` on any bytes: the `sse-stream` parser and the reading of each
 //! event must never panic, and an `endpoint` event is only ever accepted on the stream's own
 //! origin (else a server could have the broker send its headers elsewhere).
 #![no_main]
