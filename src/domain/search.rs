@@ -2,9 +2,10 @@
 //! descriptions. Words go through the `bm25` crate's English analysis (Unicode normalization,
 //! stop words, Snowball stemming); the index is an inverted index of interned terms, built
 //! once per catalog revision and only read by queries. (The crate's own embedder and scorer
-//! took 180 ms to index 10,000 tools and 1.8 ms for a query matching all of them: a `String`
-//! per token, and a linear scan of each matching document; see docs/performance.md, "Tool
-//! search (issue 19)".) Pure.
+//! took 425 ms to index 10,002 tools and 2.1 ms for a broad query, 229 ms and 1.75 ms with
+//! each word tokenized once: a `String` per token, and a linear scan of each matching
+//! document; this index takes 36 ms and 0.06 ms. See docs/performance.md, "Tool search
+//! (issue 19)".) Pure.
 
 use std::sync::{Mutex, PoisonError};
 
