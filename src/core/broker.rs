@@ -64,6 +64,13 @@ impl Snapshot {
             .and_then(Upstream::caller_sessions)
             .unwrap_or(0)
     }
+
+    /// Whether a READY server opens a session per caller (what it offers may differ by caller).
+    pub fn has_per_caller_server(&self) -> bool {
+        self.sessions
+            .values()
+            .any(|upstream| upstream.caller_sessions().is_some())
+    }
 }
 
 /// A finished call: the tool's result and the server that ran it.

@@ -115,6 +115,13 @@ impl Access {
         matches!(self.tools, Patterns::All) && self.views.is_empty()
     }
 
+    /// Whether anything is kept from it: a tool, a prompt or a server's resources.
+    pub fn restricts(&self) -> bool {
+        !(self.sees_all()
+            && matches!(self.prompts, Patterns::All)
+            && matches!(self.resources, Patterns::All))
+    }
+
     /// Whether the prompt exposed as `name` may be seen and got.
     pub fn may_prompt(&self, name: &str) -> bool {
         self.prompts.matches(name)

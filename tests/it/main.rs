@@ -33,6 +33,7 @@ mod mcp_stdio;
 mod metrics;
 mod oauth_fixtures;
 mod per_caller;
+mod protocol_2026;
 mod readme_recipes;
 mod reload;
 mod replicas;

@@ -8,7 +8,6 @@
 #![expect(deprecated, reason = "the face serves clients before MCP 2026-07-28")]
 
 use std::{
-    path::Path,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -785,24 +784,7 @@ async fn a_tools_list_answered_directly_is_plain_json_and_the_same_as_rmcps() {
 #[tokio::test]
 async fn the_python_sdk_client_lists_calls_and_sees_progress() {
     let (_broker, url) = face(|b| b).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/face_client.py");
-    let run = tokio::process::Command::new(common::python::python())
-        .arg(script)
-        .arg(&url)
-        .kill_on_drop(true)
-        .output();
-    let ran = tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("the Python client finished in time")
-        .unwrap();
-    let output = String::from_utf8_lossy(&ran.stdout);
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    let seen: Value =
-        serde_json::from_str(output.trim()).unwrap_or_else(|e| panic!("{e}: {output}"));
+    let seen = common::python::run_script("face_client.py", &[&url]).await;
     assert!(
         seen["tools"]
             .as_array()

@@ -66,6 +66,29 @@ pub fn initialize() -> Value {
     }})
 }
 
+/// One 2026-07-28 request to the face (no session: the version and capabilities in its own
+/// `_meta`, the headers that protocol requires) with `auth` headers: its status and answer.
+pub async fn stateless(
+    url: &str,
+    auth: &[(&str, &str)],
+    method: &str,
+    params: Value,
+) -> (u16, Option<Value>) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut headers = vec![
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    headers.extend_from_slice(auth);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let (status, answer, _) = send(Method::POST, url, &headers, Some(body)).await;
+    (status, answer)
+}
+
 /// A session opened and initialized with `auth` headers: the headers its requests carry.
 pub async fn open(url: &str, auth: &[(&str, &str)]) -> Vec<(String, String)> {
     let (status, answer, headers) = send(Method::POST, url, auth, Some(initialize())).await;

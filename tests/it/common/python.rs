@@ -36,6 +36,27 @@ pub fn python() -> PathBuf {
     venv.join("bin/python")
 }
 
+/// Runs `tests/python/<script>` with `args` to its end (at most two minutes): the one JSON
+/// line it printed.
+pub async fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let run = Command::new(python())
+        .arg(repo().join("tests/python").join(script))
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let ran = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+        .await
+        .unwrap_or_else(|_| panic!("{script} finished in time"))
+        .unwrap();
+    let output = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    serde_json::from_str(output.trim()).unwrap_or_else(|e| panic!("{script}: {e}: {output}"))
+}
+
 /// `tests/python/oauth_mcp_server.py`: streamable HTTP at `/mcp` on 127.0.0.1, a resource
 /// server of an authorization server (tokens checked by introspection, bound to its URL as
 /// audience). Tools `echo(text)`, `whoami()` (JSON: client_id, scopes, subject, resource),

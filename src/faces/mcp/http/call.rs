@@ -38,7 +38,10 @@ use crate::{
         tool_call::ToolCall,
     },
     domain::{call::RawArguments, request_error::RequestError},
-    faces::mcp::model::refusal::{Refusal, refused_call},
+    faces::mcp::model::{
+        cache,
+        refusal::{Refusal, refused_call},
+    },
     telemetry::{context::TraceHeaders, semconv},
 };
 
@@ -122,7 +125,10 @@ impl Face {
         }
         record(&result, started);
         match result {
-            Ok(called) => Ok(called.result.into()),
+            Ok(mut called) => {
+                cache::complete(&mut called.result.result_type);
+                Ok(called.result.into())
+            }
             Err(error) => refused_call(Refusal::from(&error)).map(Into::into),
         }
     }

@@ -14,11 +14,11 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities,
-        ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-        UnsubscribeRequestParams,
+        DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+        SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -38,6 +38,7 @@ use crate::{
     domain::request_error::{METHOD_NOT_FOUND, RequestError},
     faces::mcp::lists,
     faces::mcp::model::{
+        cache::{self, Cacheable},
         prompt,
         refusal::{self, Asked, Refusal},
         resource,
@@ -185,7 +186,7 @@ impl ServerHandler for Face {
         };
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = page.next;
-        Ok(result)
+        Ok(self.list_hinted(result, &context))
     }
 
     async fn call_tool(
@@ -215,7 +216,7 @@ impl ServerHandler for Face {
             .filter(|(server, _)| caller.may_read(server.as_str()))
             .flat_map(|(_, offered)| offered.resources.iter().map(resource::resource))
             .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+        Ok(self.list_hinted(ListResourcesResult::with_all_items(resources), &context))
     }
 
     async fn list_resource_templates(
@@ -231,7 +232,10 @@ impl ServerHandler for Face {
             .filter(|(server, _)| caller.may_read(server.as_str()))
             .flat_map(|(_, offered)| offered.templates.iter().map(resource::template))
             .collect();
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        Ok(self.list_hinted(
+            ListResourceTemplatesResult::with_all_items(templates),
+            &context,
+        ))
     }
 
     async fn read_resource(
@@ -244,11 +248,20 @@ impl ServerHandler for Face {
             .server_of(&caller, &request.uri)
             .ok_or_else(|| refusal::unlisted_resource(&request.uri))?;
         let values = FaceCaller::of(&caller, &context.extensions);
-        let (_, result) = self
+        let (_, mut result) = self
             .broker()
             .read_resource(&server, &request.uri, &values)
             .await
             .map_err(|error| refused_request(Asked::Resource, &error))?;
+        cache::complete(&mut result.result_type);
+        if cache::owed(context.protocol_version().as_ref()) {
+            let hints = cache::read_hints(
+                result.ttl_ms,
+                result.cache_scope.as_ref(),
+                self.depends_on_caller(&context.extensions),
+            );
+            result.hint(hints);
+        }
         Ok(result.into())
     }
 
@@ -350,7 +363,10 @@ impl ServerHandler for Face {
         };
         let values = FaceCaller::of(&caller, &context.extensions);
         match self.broker().complete(&server, request, &values).await {
-            Ok(result) => Ok(result),
+            Ok(mut result) => {
+                cache::complete(&mut result.result_type);
+                Ok(result)
+            }
             // A server that completes nothing offers no values, as the spec allows.
             Err(RequestError::ServerError { code, .. }) if code == METHOD_NOT_FOUND => {
                 Ok(CompleteResult::default())
@@ -373,7 +389,7 @@ impl ServerHandler for Face {
             .filter(|prompt| caller.may_prompt(&prompt.name))
             .map(|exposed| prompt::prompt(&exposed.name, &exposed.spec))
             .collect();
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(self.list_hinted(ListPromptsResult::with_all_items(prompts), &context))
     }
 
     async fn get_prompt(
@@ -390,7 +406,7 @@ impl ServerHandler for Face {
             return Err(refused_request(Asked::Other, &denied));
         }
         let values = FaceCaller::of(&caller, &context.extensions);
-        let (_, result) = self
+        let (_, mut result) = self
             .broker()
             .get_prompt(
                 &request.name,
@@ -399,6 +415,26 @@ impl ServerHandler for Face {
             )
             .await
             .map_err(|error| refused_request(Asked::Other, &error))?;
+        cache::complete(&mut result.result_type);
         Ok(result.into())
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Ok(cache::discovered(self))
+    }
+}
+
+impl Face {
+    /// `list` with the hints a 2026-07-28 client is owed (none for an older one).
+    fn list_hinted<L: Cacheable>(&self, mut list: L, context: &RequestContext<RoleServer>) -> L {
+        if cache::owed(context.protocol_version().as_ref()) {
+            list.hint(cache::list_hints(
+                self.depends_on_caller(&context.extensions),
+            ));
+        }
+        list
     }
 }

@@ -39,6 +39,13 @@ impl Session {
 }
 
 impl Face {
+    /// Whether what a request is shown depends on who asks, as [`cache`](crate::faces::mcp::model::cache) reads it: its
+    /// caller's grants keep something from it, or a server opens a session per caller.
+    pub(super) fn depends_on_caller(&self, extensions: &Extensions) -> bool {
+        Asker::of(extensions).caller.access.restricts()
+            || self.broker().snapshot().has_per_caller_server()
+    }
+
     /// The caller of a request, bound to the view of the URL it came to (if any) as the views
     /// stand now.
     pub(super) fn caller(&self, extensions: &Extensions) -> Caller {

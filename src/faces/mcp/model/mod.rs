@@ -5,6 +5,7 @@
 //! catalog, or what the broker answered over gRPC) in the domain's terms, and nothing here
 //! knows either face.
 
+pub(crate) mod cache;
 pub(crate) mod prompt;
 pub(crate) mod refusal;
 pub(crate) mod resource;

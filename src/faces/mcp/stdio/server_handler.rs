@@ -19,8 +19,8 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest,
-        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult,
-        ElicitationAction, GetPromptRequestParams, GetPromptResponse, Implementation,
+        CreateMessageRequestParams, DiscoverResult, ElicitRequest, ElicitRequestParams,
+        ElicitResult, ElicitationAction, GetPromptRequestParams, GetPromptResponse, Implementation,
         ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
         PaginatedRequestParams, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
         ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams, SubscriptionFilter,
@@ -36,9 +36,24 @@ use crate::faces::mcp::stdio::{from_proto, watch};
 use crate::{
     client::Client,
     faces::mcp::lists,
-    faces::mcp::model::refusal::{self, Asked},
+    faces::mcp::model::{
+        cache::{self, Cacheable},
+        refusal::{self, Asked},
+    },
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
+
+/// What this bridge shows depends on its caller: it serves one token, whose grants it cannot
+/// see (see [`cache`]).
+const ONE_CALLER: bool = true;
+
+/// `list` with the hints a 2026-07-28 client is owed (none for an older one).
+fn hinted<L: Cacheable>(mut list: L, context: &RequestContext<RoleServer>) -> L {
+    if cache::owed(context.protocol_version().as_ref()) {
+        list.hint(cache::list_hints(ONE_CALLER));
+    }
+    list
+}
 
 /// The handler; clones share the broker connection.
 #[derive(Clone)]
@@ -314,10 +329,17 @@ impl ServerHandler for StdioFace {
         Ok(())
     }
 
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Ok(cache::discovered(self))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let response = self
             .broker
@@ -329,8 +351,9 @@ impl ServerHandler for StdioFace {
             .await
             .map_err(|status| refused(Asked::Other, &status))?;
         let tools = response.into_inner().tools;
-        Ok(ListToolsResult::with_all_items(
-            tools.iter().map(from_proto::tool).collect(),
+        Ok(hinted(
+            ListToolsResult::with_all_items(tools.iter().map(from_proto::tool).collect()),
+            &context,
         ))
     }
 
@@ -359,37 +382,43 @@ impl ServerHandler for StdioFace {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let listed = self.listed_resources().await?;
-        Ok(ListResourcesResult::with_all_items(
-            listed
-                .resources
-                .into_iter()
-                .map(from_proto::resource)
-                .collect(),
+        Ok(hinted(
+            ListResourcesResult::with_all_items(
+                listed
+                    .resources
+                    .into_iter()
+                    .map(from_proto::resource)
+                    .collect(),
+            ),
+            &context,
         ))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let listed = self.listed_resources().await?;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            listed
-                .templates
-                .into_iter()
-                .map(from_proto::template)
-                .collect(),
+        Ok(hinted(
+            ListResourceTemplatesResult::with_all_items(
+                listed
+                    .templates
+                    .into_iter()
+                    .map(from_proto::template)
+                    .collect(),
+            ),
+            &context,
         ))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         // MCP names no server; the broker needs one, found where the URI is listed.
         let listed = self.listed_resources().await?;
@@ -400,7 +429,13 @@ impl ServerHandler for StdioFace {
             uri: request.uri.clone(),
         };
         match self.broker.clone().read_resource(read).await {
-            Ok(response) => Ok(from_proto::read_result(response.into_inner()).into()),
+            Ok(response) => {
+                let mut result = from_proto::read_result(response.into_inner());
+                if cache::owed(context.protocol_version().as_ref()) {
+                    result.hint(cache::read_hints(None, None, ONE_CALLER));
+                }
+                Ok(result.into())
+            }
             Err(status) => Err(refused(Asked::Resource, &status)),
         }
     }
@@ -408,7 +443,7 @@ impl ServerHandler for StdioFace {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let response = self
             .broker
@@ -417,8 +452,11 @@ impl ServerHandler for StdioFace {
             .await
             .map_err(|status| refused(Asked::Other, &status))?;
         let prompts = response.into_inner().prompts;
-        Ok(ListPromptsResult::with_all_items(
-            prompts.into_iter().map(from_proto::prompt).collect(),
+        Ok(hinted(
+            ListPromptsResult::with_all_items(
+                prompts.into_iter().map(from_proto::prompt).collect(),
+            ),
+            &context,
         ))
     }
 

@@ -1,0 +1,156 @@
+//! MCP 2026-07-28 on the broker's faces: what a client of that protocol gets from `/mcp` and
+//! from `mcp-stdio` (every result valid against the protocol's schema, as the Python SDK's
+//! `mcp_types` checks it; `resultType`; `ttlMs` and `cacheScope`), and the Python SDK's client
+//! driving both faces in both of its modes.
+
+use serde_json::{Value, json};
+
+use crate::common::{
+    self, Broker,
+    config::{Server, demo},
+    face, toolbroker_bin,
+};
+
+/// The token of a caller that may use everything.
+const AGENT: &str = "agent-token";
+/// The token of a caller that may call `d_echo` only.
+const ALICE: &str = "alice-token";
+
+/// Every raw answer valid and complete (or, for the methods in `refused`, refused), each
+/// list and read with `list_scope` (`server/discover` public): the rows that break this, as text.
+fn wrong_rows(seen: &Value, list_scope: &str, refused: &[&str]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for row in seen["raw"].as_array().expect("raw answers") {
+        let method = row["method"].as_str().unwrap();
+        if refused.contains(&method) {
+            if row.get("error").is_none() {
+                wrong.push(format!("{method}: answered, where it is refused: {row}"));
+            }
+            continue;
+        }
+        if !row["invalid"].is_null()
+            || row.get("error").is_some()
+            || row["resultType"] != "complete"
+        {
+            wrong.push(format!("{method}: {row}"));
+            continue;
+        }
+        // What a face says of itself is the same for everyone.
+        let scope = match method {
+            "server/discover" => "public",
+            _ => list_scope,
+        };
+        let cacheable = method.ends_with("/list") || method == "server/discover";
+        if cacheable && (row["ttlMs"] != json!(30_000) || row["cacheScope"] != scope) {
+            wrong.push(format!("{method}: hints {row}, expected 30000 {scope}"));
+        }
+        if method == "resources/read"
+            && (row["ttlMs"] != json!(0) || row["cacheScope"] != list_scope)
+        {
+            wrong.push(format!("{method}: hints {row}, expected 0 {list_scope}"));
+        }
+    }
+    wrong
+}
+
+/// The SDK's client in "legacy" and "auto" mode: each settled on its protocol and saw the
+/// demo's tools, titles, echo, prompt and resource.
+fn check_modes(seen: &Value) {
+    for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let saw = &seen["modes"][mode];
+        assert_eq!(saw["version"], version, "{mode}: {saw}");
+        assert_eq!(saw["tools"], 13, "{mode}: {saw}");
+        assert_eq!(
+            saw["titles"],
+            json!(["Add integers", "Echo"]),
+            "{mode}: {saw}"
+        );
+        assert_eq!(saw["echo"], format!("from {mode}"), "{mode}: {saw}");
+        assert_eq!(saw["prompt"], "Summarize MCP.", "{mode}: {saw}");
+        assert_eq!(saw["readme"], "The toolbroker demo ", "{mode}: {saw}");
+    }
+}
+
+#[tokio::test]
+async fn the_face_answers_a_2026_client_with_valid_complete_results_that_anyone_may_reuse() {
+    toolbroker::tls_provider::install();
+    let broker = Broker::builder()
+        .server(demo("demo").prefix("d_"))
+        .top("mcp_listen", "127.0.0.1:0")
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let seen = common::python::run_script("face_2026.py", &[&broker.face_url().await]).await;
+    let wrong = wrong_rows(&seen, "public", &[]);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    check_modes(&seen);
+}
+
+#[tokio::test]
+async fn mcp_stdio_answers_a_2026_client_with_valid_complete_results_for_its_caller_only() {
+    let broker = Broker::builder()
+        .server(demo("demo").prefix("d_"))
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let addr = broker.addr.to_string();
+    let seen = common::python::run_script(
+        "face_2026.py",
+        &["--stdio", toolbroker_bin(), "mcp-stdio", "--broker", &addr],
+    )
+    .await;
+    // The bridge offers no completions (it has no gRPC method to ask for them).
+    let wrong = wrong_rows(&seen, "private", &["completion/complete"]);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    check_modes(&seen);
+}
+
+/// `tools/list`'s `cacheScope` through the face for the caller with `token`.
+async fn list_scope(url: &str, token: &str) -> Value {
+    let auth = format!("Bearer {token}");
+    let (status, answer) =
+        face::stateless(url, &[("authorization", &auth)], "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{answer:?}");
+    answer.expect("an answer")["result"]["cacheScope"].clone()
+}
+
+#[tokio::test]
+async fn a_list_shaped_by_grants_or_a_per_caller_server_is_private() {
+    toolbroker::tls_provider::install();
+    let tokens = json!([
+        {"name": "agent", "value_env": "AGENT"},
+        {"name": "alice", "value_env": "ALICE", "tools": ["d_echo"]},
+    ]);
+    let start = |servers: Vec<Server>| {
+        Broker::builder()
+            .top("auth", json!({ "tokens": tokens.clone() }))
+            .env("AGENT", AGENT)
+            .env("ALICE", ALICE)
+            .top("mcp_listen", "127.0.0.1:0")
+            .servers(servers)
+            .start()
+    };
+    let shared = start(vec![demo("demo").prefix("d_")]).await;
+    shared.wait_ready().await;
+    let url = shared.face_url().await;
+    assert_eq!(
+        list_scope(&url, AGENT).await,
+        "public",
+        "a caller who sees all"
+    );
+    assert_eq!(
+        list_scope(&url, ALICE).await,
+        "private",
+        "a caller its grants restrict"
+    );
+
+    let per_caller = demo("pc").prefix("p_").set("isolation", "per-caller");
+    let with_per_caller = start(vec![demo("demo").prefix("d_"), per_caller]).await;
+    with_per_caller.wait_ready().await;
+    let url = with_per_caller.face_url().await;
+    assert_eq!(
+        list_scope(&url, AGENT).await,
+        "private",
+        "a catalog with a per-caller server"
+    );
+}
