@@ -2,7 +2,7 @@
 //! MCP content kind. Pure: no I/O, the bytes are constants or computed.
 
 use base64::{Engine as _, engine::general_purpose::STANDARD as BASE64};
-use rmcp::model::{ContentBlock, Resource, ResourceContents};
+use rmcp::model::{ContentBlock, Icon, Resource, ResourceContents};
 
 /// An 8x8 RGB PNG (teal with a dark X), made once with Python's zlib; it decodes with any PNG reader.
 const TINY_PNG: [u8; 101] = [
@@ -27,6 +27,14 @@ const BLOB_BYTES: [u8; 8] = [0x00, 0x01, 0x02, 0x03, 0xfd, 0xfe, 0xff, 0x42];
 /// The tiny PNG image.
 pub(super) fn tiny_png() -> &'static [u8] {
     &TINY_PNG
+}
+
+/// The tiny PNG as an icon (a `data:` URI): the demo's own, its `stats` tool's and its logo's.
+pub(super) fn logo_icon() -> Icon {
+    let mut icon = Icon::new(format!("data:image/png;base64,{}", BASE64.encode(TINY_PNG)));
+    icon.mime_type = Some("image/png".into());
+    icon.sizes = Some(vec!["8x8".into()]);
+    icon
 }
 
 /// A 50 ms square-wave WAV file (RIFF header + 8-bit PCM samples).

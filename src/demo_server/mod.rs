@@ -286,8 +286,10 @@ impl ServerHandler for DemoServer {
             .enable_resources()
             .enable_prompts()
             .build();
+        let mut info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));
+        info.icons = Some(vec![content::logo_icon()]);
         ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_server_info(info)
             .with_instructions(INSTRUCTIONS)
     }
 

@@ -11,7 +11,7 @@ use rmcp::{
     },
 };
 
-use super::content::tiny_png;
+use super::content::{logo_icon, tiny_png};
 
 /// The text document.
 pub(super) const README_URI: &str = "demo://readme";
@@ -31,6 +31,7 @@ pub(super) fn resources() -> Vec<Resource> {
             .with_size(README.len() as u64),
         Resource::new(LOGO_URI, "logo")
             .with_title("An 8x8 PNG")
+            .with_icons(vec![logo_icon()])
             .with_mime_type("image/png")
             .with_size(tiny_png().len() as u64),
     ]

@@ -56,9 +56,12 @@ impl Builtin {
         let tool = match self {
             Self::Echo => tool.with_input_schema::<EchoArgs>(),
             Self::Add => tool.with_input_schema::<AddArgs>(),
+            // A title of its own beside its annotations', and an icon: what a server may give.
             Self::Stats => tool
                 .with_input_schema::<StatsArgs>()
-                .with_output_schema::<Stats>(),
+                .with_output_schema::<Stats>()
+                .with_title("Summary statistics")
+                .with_icons(vec![super::content::logo_icon()]),
             Self::Fail => tool.with_input_schema::<FailArgs>(),
             Self::Sleep => tool.with_input_schema::<SleepArgs>(),
             Self::Ask => tool.with_input_schema::<AskArgs>(),

@@ -10,6 +10,7 @@ pub(crate) mod catalog;
 pub mod config;
 pub(crate) mod expand;
 pub(crate) mod grants;
+pub(crate) mod icon;
 pub mod names;
 pub(crate) mod offer;
 pub(crate) mod origin;

@@ -1,7 +1,7 @@
 //! What a server offers besides tools, as the broker holds it: resources, resource templates
 //! and prompts, and the whole of a server's lists. Pure.
 
-use super::tool::ToolSpec;
+use super::{icon::Icons, tool::ToolSpec};
 
 /// A resource a server lists.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -18,6 +18,8 @@ pub struct ResourceSpec {
     pub mime_type: Option<String>,
     /// Its size in bytes.
     pub size: Option<u64>,
+    /// Its icons.
+    pub icons: Icons,
 }
 
 /// A resource template a server lists.
@@ -33,6 +35,8 @@ pub struct TemplateSpec {
     pub description: Option<String>,
     /// The MIME type of what it yields.
     pub mime_type: Option<String>,
+    /// Its icons.
+    pub icons: Icons,
 }
 
 /// A server's resources and resource templates.
@@ -73,6 +77,8 @@ pub struct PromptSpec {
     pub description: Option<String>,
     /// Its arguments.
     pub arguments: Vec<PromptArgumentSpec>,
+    /// Its icons.
+    pub icons: Icons,
 }
 
 /// Everything a server lists: tools, resources and templates, prompts.

@@ -50,6 +50,8 @@ pub fn combine(replicas: &[ServerCondition], previous: &ServerCondition) -> Serv
         message: format!("{ready} of {total} replicas ready; {detail}"),
         transport: lead.transport,
         restarts: replicas.iter().map(|c| c.restarts).sum(),
+        protocol: lead.protocol.clone(),
+        icons: lead.icons.clone(),
         since: if previous.state == lead.state {
             previous.since
         } else {
@@ -88,6 +90,8 @@ mod tests {
             transport: Transport::Stdio,
             restarts,
             since: at(since),
+            protocol: None,
+            icons: Default::default(),
         }
     }
 

@@ -145,7 +145,7 @@ fn document(tool: &ExposedTool, params: &[ParamText], text: &mut String) {
         text.push_str(tool.name.as_str());
         text.push_str(". ");
     }
-    if let Some(title) = &spec.annotations.title {
+    if let Some(title) = spec.display_title() {
         text.push_str(title);
         text.push_str(". ");
     }

@@ -2,6 +2,8 @@
 
 use std::time::SystemTime;
 
+use super::icon::Icons;
+
 /// The connection state of one configured MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerState {
@@ -84,6 +86,10 @@ pub struct ServerCondition {
     pub restarts: u32,
     /// When the server entered `state`.
     pub since: SystemTime,
+    /// The MCP protocol version spoken with it, while READY.
+    pub protocol: Option<String>,
+    /// The icons it gave for itself, while READY.
+    pub icons: Icons,
 }
 
 /// Whether the broker is ready under `policy`, given every configured server's state.

@@ -7,6 +7,7 @@ use bytestring::ByteString;
 use serde_json::{Map, Value};
 
 use super::{
+    icon::Icons,
     names::{ExposedName, ServerName, ToolName},
     schema::{Param, params_from_schema},
     schema_text::SchemaText,
@@ -44,8 +45,12 @@ pub struct ToolSpec {
     parsed_input: Arc<OnceLock<Value>>,
     /// The output schema as JSON text, if the server declared one.
     pub output_schema_json: Option<Arc<str>>,
-    /// Behaviour hints.
+    /// Behaviour hints (with their own title, as the server gave it).
     pub annotations: Annotations,
+    /// The tool's own title (MCP's `Tool.title`), as the server gave it.
+    pub title: Option<String>,
+    /// Its icons, as the server gave them.
+    pub icons: Icons,
     /// The input schema's validator, compiled on first use: once per tool revision.
     validator: Arc<OnceLock<SchemaCheck>>,
 }
@@ -77,6 +82,8 @@ impl PartialEq for ToolSpec {
             && *self.input_schema_json == *other.input_schema_json
             && self.output_schema_json == other.output_schema_json
             && self.annotations == other.annotations
+            && self.title == other.title
+            && self.icons == other.icons
     }
 }
 
@@ -116,8 +123,26 @@ impl ToolSpec {
             parsed_input: Arc::default(),
             output_schema_json,
             annotations,
+            title: None,
+            icons: Icons::default(),
             validator: Arc::default(),
         }
+    }
+
+    /// The same tool with its own `title` and `icons`.
+    pub fn shown_as(mut self, title: Option<String>, icons: Icons) -> Self {
+        self.title = title;
+        self.icons = icons;
+        self
+    }
+
+    /// The title people see, the one rule every face shows: the tool's own, else its
+    /// annotations' (MCP's order of precedence); none when neither is given or both are empty.
+    pub fn display_title(&self) -> Option<&str> {
+        [self.title.as_deref(), self.annotations.title.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|title| !title.is_empty())
     }
 
     /// The same tool with another description (the compiled validator is shared).
@@ -270,6 +295,27 @@ mod tests {
 
     fn args(value: Value) -> Map<String, Value> {
         value.as_object().cloned().expect("object")
+    }
+
+    #[test]
+    fn the_title_shown_is_the_tools_own_else_its_annotations() {
+        let titled = |own: Option<&str>, annotated: Option<&str>| {
+            let mut tool = spec(json!({"type": "object"}));
+            tool.annotations.title = annotated.map(str::to_owned);
+            tool.shown_as(own.map(str::to_owned), Icons::default())
+        };
+        let shown = |tool: &ToolSpec| tool.display_title().map(str::to_owned);
+        assert_eq!(
+            shown(&titled(Some("Own"), Some("Hint"))).as_deref(),
+            Some("Own")
+        );
+        assert_eq!(shown(&titled(None, Some("Hint"))).as_deref(), Some("Hint"));
+        assert_eq!(
+            shown(&titled(Some(""), Some("Hint"))).as_deref(),
+            Some("Hint")
+        );
+        assert_eq!(shown(&titled(Some("Own"), None)).as_deref(), Some("Own"));
+        assert_eq!(shown(&titled(None, None)), None);
     }
 
     #[test]

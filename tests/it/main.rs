@@ -45,6 +45,7 @@ mod stalled_stdin;
 mod streaming;
 mod supervision;
 mod telemetry;
+mod titles_icons;
 mod token_exchange;
 mod unix_socket;
 mod upstream_isolation;

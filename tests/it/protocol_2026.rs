@@ -73,13 +73,7 @@ fn check_modes(seen: &Value) {
 
 #[tokio::test]
 async fn the_face_answers_a_2026_client_with_valid_complete_results_that_anyone_may_reuse() {
-    toolbroker::tls_provider::install();
-    let broker = Broker::builder()
-        .server(demo("demo").prefix("d_"))
-        .top("mcp_listen", "127.0.0.1:0")
-        .start()
-        .await;
-    broker.wait_ready().await;
+    let broker = Broker::demo_with_face().await;
     let seen = common::python::run_script("face_2026.py", &[&broker.face_url().await]).await;
     let wrong = wrong_rows(&seen, "public", &[]);
     assert!(wrong.is_empty(), "{wrong:#?}");

@@ -24,6 +24,8 @@ fn condition(state: ServerState, message: &str) -> ServerCondition {
         transport: Transport::Stdio,
         restarts: 0,
         since: SystemTime::UNIX_EPOCH + Duration::from_secs(1),
+        protocol: None,
+        icons: Default::default(),
     }
 }
 

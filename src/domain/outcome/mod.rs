@@ -13,7 +13,10 @@ pub use start::{ListingFailure, StartError, StartFailure};
 
 use std::{fmt, time::Duration, time::SystemTime};
 
-use super::state::{ServerCondition, ServerState, Transport};
+use super::{
+    icon::Icons,
+    state::{ServerCondition, ServerState, Transport},
+};
 
 /// Why a running session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +91,8 @@ pub struct PeerInfo {
     pub server: Option<(String, String)>,
     /// The protocol version negotiated, if known.
     pub protocol: Option<String>,
+    /// The icons it gave for itself.
+    pub icons: Icons,
 }
 
 impl fmt::Display for PeerInfo {
@@ -178,6 +183,19 @@ impl Phase {
             transport,
             restarts,
             since,
+            protocol: self.peer().and_then(|peer| peer.protocol.clone()),
+            icons: self
+                .peer()
+                .map(|peer| peer.icons.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Who the server said it is, while it is ready.
+    fn peer(&self) -> Option<&PeerInfo> {
+        match self {
+            Phase::Ready(peer) => Some(peer),
+            _ => None,
         }
     }
 }

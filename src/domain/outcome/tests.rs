@@ -22,6 +22,7 @@ fn each_phase_has_its_state_and_message() {
     let peer = PeerInfo {
         server: Some(("demo".into(), "0.1.0".into())),
         protocol: Some("2025-11-25".into()),
+        icons: Default::default(),
     };
     let cases = [
         (Phase::Starting, ServerState::Connecting, "starting"),

@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use crate::{
     domain::{
         catalog::{Change, Event, ServerView, ToolsChange},
+        icon::Icon,
         names::ServerName,
         request_error::RequestError,
         schema::Param,
@@ -33,7 +34,22 @@ pub fn tool(tool: &ExposedTool) -> proto::Tool {
         server: tool.server.to_string(),
         original_name: spec.original.to_string(),
         annotations: Some(annotations(&spec.annotations)),
+        title: spec.display_title().unwrap_or_default().to_owned(),
+        icons: icons(&spec.icons),
     }
+}
+
+/// Icons as the proto describes them.
+pub fn icons(icons: &[Icon]) -> Vec<proto::Icon> {
+    icons
+        .iter()
+        .map(|icon| proto::Icon {
+            src: icon.src.clone(),
+            mime_type: icon.mime_type.clone().unwrap_or_default(),
+            sizes: icon.sizes.clone(),
+            theme: icon.theme.clone().unwrap_or_default(),
+        })
+        .collect()
 }
 
 fn param(param: Param) -> proto::Param {
@@ -78,6 +94,8 @@ pub fn server_status(view: &ServerView, sessions: usize) -> proto::ServerStatus 
         restarts: condition.restarts,
         since: Some(timestamp(condition.since)),
         sessions: u32::try_from(sessions).unwrap_or(u32::MAX),
+        protocol_version: condition.protocol.clone().unwrap_or_default(),
+        icons: icons(&condition.icons),
     }
 }
 

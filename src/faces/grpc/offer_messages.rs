@@ -3,7 +3,7 @@
 
 use rmcp::model::{GetPromptResult, ReadResourceResult, Role};
 
-use crate::faces::grpc::messages::{content_kind, resource_contents};
+use crate::faces::grpc::messages::{content_kind, icons, resource_contents};
 use crate::{
     domain::{
         names::ServerName,
@@ -23,6 +23,7 @@ pub fn resource(server: &ServerName, spec: &ResourceSpec) -> proto::Resource {
         description: spec.description.clone().unwrap_or_default(),
         mime_type: spec.mime_type.clone().unwrap_or_default(),
         size: spec.size,
+        icons: icons(&spec.icons),
     }
 }
 
@@ -35,6 +36,7 @@ pub fn template(server: &ServerName, spec: &TemplateSpec) -> proto::ResourceTemp
         description: spec.description.clone().unwrap_or_default(),
         mime_type: spec.mime_type.clone().unwrap_or_default(),
         title: spec.title.clone().unwrap_or_default(),
+        icons: icons(&spec.icons),
     }
 }
 
@@ -56,6 +58,7 @@ pub fn prompt(prompt: &ExposedPrompt) -> proto::Prompt {
             })
             .collect(),
         title: spec.title.clone().unwrap_or_default(),
+        icons: icons(&spec.icons),
     }
 }
 

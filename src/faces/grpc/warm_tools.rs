@@ -75,6 +75,8 @@ mod tests {
             transport: Transport::Stdio,
             restarts: 0,
             since: SystemTime::UNIX_EPOCH,
+            protocol: None,
+            icons: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 pub(crate) mod classify;
 pub(crate) mod client_handler;
 pub(crate) mod connect;
+pub(crate) mod icons;
 pub(crate) mod interactions;
 pub(crate) mod link;
 pub(crate) mod offers_list;

@@ -15,7 +15,7 @@ use crate::domain::{
     offer::{PromptArgumentSpec, PromptSpec, ResourceSpec, Resources, TemplateSpec},
     outcome::ListingFailure,
 };
-use crate::upstream::session::pages::all_pages;
+use crate::upstream::session::{icons::icons, pages::all_pages};
 
 /// What the server announced at initialize.
 #[derive(Debug, Clone, Copy, Default)]
@@ -125,6 +125,7 @@ fn resource_spec(resource: Resource) -> ResourceSpec {
         description: resource.description,
         mime_type: resource.mime_type,
         size: resource.size,
+        icons: icons(resource.icons),
     }
 }
 
@@ -135,6 +136,7 @@ fn template_spec(template: ResourceTemplate) -> TemplateSpec {
         title: template.title,
         description: template.description,
         mime_type: template.mime_type,
+        icons: icons(template.icons),
     }
 }
 
@@ -153,5 +155,6 @@ fn prompt_spec(prompt: Prompt) -> PromptSpec {
                 required: argument.required.unwrap_or(false),
             })
             .collect(),
+        icons: icons(prompt.icons),
     }
 }

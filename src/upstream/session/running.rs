@@ -11,7 +11,8 @@ use rmcp::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::upstream::{
-    session::client_handler::Changes, session::interactions::Interactions, session::offers_list,
+    session::client_handler::Changes, session::icons::icons, session::interactions::Interactions,
+    session::offers_list,
 };
 
 use crate::domain::{
@@ -251,5 +252,10 @@ fn peer_info(peer: &Peer<RoleClient>) -> PeerInfo {
             .as_ref()
             .map(|server| (server.name.clone(), server.version.clone())),
         protocol: Some(info.protocol_version.to_string()),
+        icons: icons(
+            info.server_info
+                .as_ref()
+                .and_then(|server| server.icons.clone()),
+        ),
     }
 }

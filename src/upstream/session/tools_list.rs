@@ -12,7 +12,7 @@ use crate::domain::{
     outcome::ListingFailure,
     tool::{Annotations, ToolSpec},
 };
-use crate::upstream::session::pages::all_pages;
+use crate::upstream::session::{icons::icons, pages::all_pages};
 
 /// Every tool the server offers, following `nextCursor` to the last page. Bypasses rmcp's
 /// response cache: after `tools/list_changed` the fresh list is what matters.
@@ -58,9 +58,7 @@ fn tool_specs(tools: Vec<Tool>) -> Vec<ToolSpec> {
 fn tool_spec(tool: Tool, input_schema_json: ByteString) -> ToolSpec {
     let annotations = tool.annotations.as_ref();
     let annotations = Annotations {
-        title: annotations
-            .and_then(|a| a.title.clone())
-            .or_else(|| tool.title.clone()),
+        title: annotations.and_then(|a| a.title.clone()),
         read_only: annotations.and_then(|a| a.read_only_hint),
         destructive: annotations.and_then(|a| a.destructive_hint),
         idempotent: annotations.and_then(|a| a.idempotent_hint),
@@ -73,6 +71,7 @@ fn tool_spec(tool: Tool, input_schema_json: ByteString) -> ToolSpec {
         tool.output_schema.as_deref(),
         annotations,
     )
+    .shown_as(tool.title, icons(tool.icons))
 }
 
 #[cfg(test)]

@@ -115,6 +115,18 @@ pub fn borrow(headers: &[(String, String)]) -> Vec<(&str, &str)> {
 }
 
 impl Broker {
+    /// A ready broker with the demo server (prefix `d_`) and the MCP face on a port of its own.
+    pub async fn demo_with_face() -> Broker {
+        toolbroker::tls_provider::install();
+        let broker = Broker::builder()
+            .server(super::demo("demo").prefix("d_"))
+            .top("mcp_listen", "127.0.0.1:0")
+            .start()
+            .await;
+        broker.wait_ready().await;
+        broker
+    }
+
     /// The address the MCP face listens on (`mcp_listen`), from the broker's log.
     pub async fn face_addr(&self) -> SocketAddr {
         let line = self

@@ -191,13 +191,15 @@ impl Iterator for ToolsListAnswer {
 fn size_hint(tool: &ExposedTool) -> usize {
     let spec = &tool.spec;
     let output = spec.output_schema_json.as_deref().map_or(0, str::len);
-    // The title is shown twice: as MCP's `title` and in the annotations.
-    let title = spec.annotations.title.as_deref().map_or(0, str::len);
+    // A title is shown twice: as MCP's `title` and in the annotations.
+    let title = spec.display_title().map_or(0, str::len);
+    let icons: usize = (spec.icons.iter()).map(|icon| icon.src.len() + 64).sum();
     tool.name.as_str().len()
         + spec.description.len()
         + spec.input_schema_json().len()
         + output
         + 2 * title
+        + icons
         + 192
 }
 
@@ -213,6 +215,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{
+        icon::Icon,
         names::{ServerName, ToolName},
         tool::{Annotations, ToolSpec},
     };
@@ -239,16 +242,21 @@ mod tests {
                     (index % 3 == 0).then_some(&output),
                     annotations,
                 );
-                let name = ExposedName::derive("t_", &original).0;
-                let tool = ExposedTool {
-                    name: name.clone(),
-                    server: ServerName::parse("s").unwrap(),
-                    spec: Arc::new(spec),
-                    fixed: Arc::default(),
-                };
-                (name, Arc::new(tool))
+                exposed(&original, spec)
             })
             .collect()
+    }
+
+    /// `spec` exposed as `t_<original>` of server `s`.
+    fn exposed(original: &str, spec: ToolSpec) -> (ExposedName, Arc<ExposedTool>) {
+        let name = ExposedName::derive("t_", original).0;
+        let tool = ExposedTool {
+            name: name.clone(),
+            server: ServerName::parse("s").unwrap(),
+            spec: Arc::new(spec),
+            fixed: Arc::default(),
+        };
+        (name, Arc::new(tool))
     }
 
     fn names(tools: &[Arc<ExposedTool>]) -> Vec<&str> {
@@ -323,9 +331,16 @@ mod tests {
         assert_eq!(message["result"]["tools"], Value::Array(expected));
     }
 
-    /// A generated tool: its name, description, title, schema keys and whether it declares an
-    /// output schema.
-    type Drawn = (String, String, Option<String>, Vec<String>, bool);
+    /// A generated tool: its name, description, its annotations' title, schema keys, whether it
+    /// declares an output schema, and its own title and icons' sources.
+    type Drawn = (
+        String,
+        String,
+        Option<String>,
+        Vec<String>,
+        bool,
+        (Option<String>, Vec<String>),
+    );
 
     /// A tool whose texts hold anything JSON must escape, with a schema of any keys.
     fn any_tool() -> impl proptest::strategy::Strategy<Value = Drawn> {
@@ -336,41 +351,50 @@ mod tests {
             proptest::option::of("[\"\\\\a-zé\\x01]{0,12}"),
             proptest::collection::vec("[\"\\\\a-z\\x7f]{0,6}", 0..4),
             any::<bool>(),
+            (
+                proptest::option::of("[\"\\\\a-zé]{0,8}"),
+                proptest::collection::vec("https://[a-z\"]{1,8}", 0..3),
+            ),
         )
     }
 
     fn catalog_of(tools: Vec<Drawn>) -> BTreeMap<ExposedName, Arc<ExposedTool>> {
         tools
             .into_iter()
-            .map(|(original, description, title, keys, with_output)| {
-                let properties: Map<String, Value> = keys
-                    .into_iter()
-                    .map(|key| (key, json!({"type": "string"})))
-                    .collect();
-                let input = json!({"type": "object", "properties": properties});
-                let Value::Object(input) = input else {
-                    unreachable!()
-                };
-                let annotations = Annotations {
-                    title,
-                    ..Annotations::default()
-                };
-                let spec = ToolSpec::new(
-                    ToolName::new(&original),
-                    description,
-                    input.clone(),
-                    with_output.then_some(&input),
-                    annotations,
-                );
-                let name = ExposedName::derive("t_", &original).0;
-                let tool = ExposedTool {
-                    name: name.clone(),
-                    server: ServerName::parse("s").unwrap(),
-                    spec: Arc::new(spec),
-                    fixed: Arc::default(),
-                };
-                (name, Arc::new(tool))
-            })
+            .map(
+                |(original, description, title, keys, with_output, (own, icons))| {
+                    let properties: Map<String, Value> = keys
+                        .into_iter()
+                        .map(|key| (key, json!({"type": "string"})))
+                        .collect();
+                    let input = json!({"type": "object", "properties": properties});
+                    let Value::Object(input) = input else {
+                        unreachable!()
+                    };
+                    let annotations = Annotations {
+                        title,
+                        ..Annotations::default()
+                    };
+                    let spec = ToolSpec::new(
+                        ToolName::new(&original),
+                        description,
+                        input.clone(),
+                        with_output.then_some(&input),
+                        annotations,
+                    )
+                    .shown_as(
+                        own,
+                        icons
+                            .into_iter()
+                            .map(|src| Icon {
+                                src,
+                                ..Icon::default()
+                            })
+                            .collect(),
+                    );
+                    exposed(&original, spec)
+                },
+            )
             .collect()
     }
 

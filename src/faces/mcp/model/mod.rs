@@ -6,6 +6,7 @@
 //! knows either face.
 
 pub(crate) mod cache;
+pub(crate) mod icon;
 pub(crate) mod prompt;
 pub(crate) mod refusal;
 pub(crate) mod resource;

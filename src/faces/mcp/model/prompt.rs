@@ -2,7 +2,7 @@
 
 use rmcp::model::{Prompt, PromptArgument};
 
-use super::given;
+use super::{given, icon};
 use crate::domain::offer::PromptSpec;
 
 /// The prompt `spec` exposed as `name`: empty texts absent, and no `arguments` when it takes
@@ -24,6 +24,7 @@ pub fn prompt(name: &str, spec: &PromptSpec) -> Prompt {
         (!arguments.is_empty()).then_some(arguments),
     );
     prompt.title = given(spec.title.as_deref());
+    prompt.icons = icon::icons(&spec.icons);
     prompt
 }
 
@@ -32,7 +33,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::domain::offer::PromptArgumentSpec;
+    use crate::domain::{icon::Icon, offer::PromptArgumentSpec};
 
     #[test]
     fn a_prompt_shows_its_exposed_name_and_only_what_it_has() {
@@ -45,11 +46,17 @@ mod tests {
                 description: Some(String::new()),
                 required: true,
             }],
+            icons: [Icon {
+                src: "https://example.com/s.png".into(),
+                ..Icon::default()
+            }]
+            .into(),
         };
         assert_eq!(
             serde_json::to_value(prompt("d_summarize", &spec)).unwrap(),
             json!({"name": "d_summarize", "title": "Summarize", "description": "Summarizes.",
-                   "arguments": [{"name": "topic", "required": true}]})
+                   "arguments": [{"name": "topic", "required": true}],
+                   "icons": [{"src": "https://example.com/s.png"}]})
         );
         let bare = PromptSpec::default();
         assert_eq!(

@@ -3,7 +3,7 @@
 
 use rmcp::model::{Resource, ResourceTemplate};
 
-use super::given;
+use super::{given, icon};
 use crate::domain::{
     offer::{ResourceSpec, TemplateSpec},
     uri_template,
@@ -16,6 +16,7 @@ pub fn resource(spec: &ResourceSpec) -> Resource {
     resource.description = given(spec.description.as_deref());
     resource.mime_type = given(spec.mime_type.as_deref());
     resource.size = spec.size;
+    resource.icons = icon::icons(&spec.icons);
     resource
 }
 
@@ -25,6 +26,7 @@ pub fn template(spec: &TemplateSpec) -> ResourceTemplate {
     template.title = given(spec.title.as_deref());
     template.description = given(spec.description.as_deref());
     template.mime_type = given(spec.mime_type.as_deref());
+    template.icons = icon::icons(&spec.icons);
     template
 }
 
@@ -105,11 +107,18 @@ mod tests {
             description: Some(String::new()),
             mime_type: Some("text/plain".into()),
             size: Some(12),
+            icons: [crate::domain::icon::Icon {
+                src: "https://example.com/r.png".into(),
+                theme: Some("light".into()),
+                ..Default::default()
+            }]
+            .into(),
         };
         assert_eq!(
             serde_json::to_value(resource(&spec)).unwrap(),
             json!({"uri": "demo://readme", "name": "readme", "title": "Read me",
-                   "mimeType": "text/plain", "size": 12})
+                   "mimeType": "text/plain", "size": 12,
+                   "icons": [{"src": "https://example.com/r.png", "theme": "light"}]})
         );
         let spec = TemplateSpec {
             uri_template: "demo://echo/{text}".into(),

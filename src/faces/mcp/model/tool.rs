@@ -2,19 +2,23 @@
 //! ([`tool`]) and as JSON text written straight from the schema texts ([`write_json`], for
 //! the HTTP face's listing of large catalogs), the two held equal by a test. Pure.
 //!
-//! The rules: the exposed name; the broker's one title (the server's `annotations.title`,
-//! else its `title`) as both MCP's `title` (where clients since 2025-06-18 look) and
-//! `annotations.title` (where older ones look); the description, absent when empty; the
-//! schemas exactly as the server sent them (an input schema that is not an object, which
-//! MCP forbids, as `{"type":"object"}`); the hints. The broker carries no icons yet.
+//! The rules: the exposed name; the title shown ([`ToolSpec::display_title`](crate::domain::tool::ToolSpec::display_title): the tool's own,
+//! else its annotations') as MCP's `title` (where clients since 2025-06-18 look), and the
+//! annotations' own title, else that one, as `annotations.title` (where older ones look);
+//! the description, absent when empty; the schemas exactly as the server sent them (an input
+//! schema that is not an object, which MCP forbids, as `{"type":"object"}`); the hints; the
+//! icons as given.
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 
-use super::given;
-use crate::domain::tool::{Annotations, ExposedTool};
+use super::{given, icon};
+use crate::domain::{
+    icon::Icon,
+    tool::{Annotations, ExposedTool},
+};
 
 /// What MCP shows of one tool, borrowed from whichever form holds it.
 #[derive(Debug, Clone, Copy)]
@@ -27,8 +31,12 @@ pub struct ToolFields<'a> {
     pub input_schema: &'a str,
     /// The output schema's JSON text, if the server declared one.
     pub output_schema: Option<&'a str>,
-    /// Its title and behaviour hints.
+    /// The title shown (see [`ToolSpec::display_title`](crate::domain::tool::ToolSpec::display_title)).
+    pub title: Option<&'a str>,
+    /// Its behaviour hints, with their own title.
     pub annotations: &'a Annotations,
+    /// Its icons.
+    pub icons: &'a [Icon],
 }
 
 impl<'a> ToolFields<'a> {
@@ -40,7 +48,9 @@ impl<'a> ToolFields<'a> {
             description: &tool.spec.description,
             input_schema,
             output_schema: tool.spec.output_schema_json.as_deref(),
+            title: tool.spec.display_title(),
             annotations: &tool.spec.annotations,
+            icons: &tool.spec.icons,
         }
     }
 }
@@ -55,9 +65,10 @@ pub fn tool(fields: &ToolFields<'_>) -> Tool {
         .unwrap_or_default();
     let description = given(Some(fields.description)).map(Into::into);
     let mut tool = Tool::new_with_raw(fields.name.to_owned(), description, Arc::new(input));
-    tool.title = given(fields.annotations.title.as_deref());
+    tool.title = given(fields.title);
     tool.output_schema = fields.output_schema.and_then(object).map(Arc::new);
-    tool.annotations = annotations(fields.annotations);
+    tool.annotations = annotations(fields.annotations, fields.title);
+    tool.icons = icon::icons(fields.icons);
     tool
 }
 
@@ -69,10 +80,11 @@ fn object(text: &str) -> Option<JsonObject> {
     }
 }
 
-/// MCP's annotations of a tool with these `hints`; `None` when they say nothing.
-pub fn annotations(hints: &Annotations) -> Option<ToolAnnotations> {
+/// MCP's annotations of a tool with these `hints`, their title else the tool's `title`;
+/// `None` when they say nothing.
+fn annotations(hints: &Annotations, title: Option<&str>) -> Option<ToolAnnotations> {
     let annotations = ToolAnnotations::from_raw(
-        given(hints.title.as_deref()),
+        given(hints.title.as_deref()).or_else(|| given(title)),
         hints.read_only,
         hints.destructive,
         hints.idempotent,
@@ -87,7 +99,7 @@ pub fn annotations(hints: &Annotations) -> Option<ToolAnnotations> {
 pub fn write_json(out: &mut Vec<u8>, fields: &ToolFields<'_>) -> serde_json::Result<()> {
     out.extend_from_slice(br#"{"name":"#);
     serde_json::to_writer(&mut *out, fields.name)?;
-    if let Some(title) = given(fields.annotations.title.as_deref()) {
+    if let Some(title) = given(fields.title) {
         out.extend_from_slice(br#","title":"#);
         serde_json::to_writer(&mut *out, &title)?;
     }
@@ -105,9 +117,13 @@ pub fn write_json(out: &mut Vec<u8>, fields: &ToolFields<'_>) -> serde_json::Res
         out.extend_from_slice(br#","outputSchema":"#);
         out.extend_from_slice(output.as_bytes());
     }
-    if let Some(annotations) = annotations(fields.annotations) {
+    if let Some(annotations) = annotations(fields.annotations, fields.title) {
         out.extend_from_slice(br#","annotations":"#);
         serde_json::to_writer(&mut *out, &annotations)?;
+    }
+    if let Some(icons) = icon::icons(fields.icons) {
+        out.extend_from_slice(br#","icons":"#);
+        serde_json::to_writer(&mut *out, &icons)?;
     }
     out.push(b'}');
     Ok(())
@@ -135,7 +151,9 @@ mod tests {
             description,
             input_schema,
             output_schema,
+            title: annotations.title.as_deref(),
             annotations,
+            icons: &[],
         }
     }
 
@@ -176,6 +194,33 @@ mod tests {
             (
                 fields("", "[1]", Some("\"text\""), empty_title),
                 json!({"name": "d_stats", "inputSchema": {"type": "object"}}),
+            ),
+            (
+                ToolFields {
+                    title: Some("Stats, its own title"),
+                    icons: Box::leak(Box::new([Icon {
+                        src: "https://example.com/stats.png".into(),
+                        sizes: vec!["any".into()],
+                        ..Icon::default()
+                    }])),
+                    ..fields("", INPUT, None, hints)
+                },
+                json!({
+                    "name": "d_stats",
+                    "title": "Stats, its own title",
+                    "inputSchema": input,
+                    "annotations": {"title": "Statistics", "readOnlyHint": true,
+                                    "idempotentHint": false},
+                    "icons": [{"src": "https://example.com/stats.png", "sizes": ["any"]}],
+                }),
+            ),
+            (
+                ToolFields {
+                    title: Some("Only its own"),
+                    ..fields("", INPUT, None, bare)
+                },
+                json!({"name": "d_stats", "title": "Only its own", "inputSchema": input,
+                       "annotations": {"title": "Only its own"}}),
             ),
         ]
     }

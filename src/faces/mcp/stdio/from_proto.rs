@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::{
     domain::{
+        icon::{Icon, Icons},
         offer::{PromptArgumentSpec, PromptSpec, ResourceSpec, TemplateSpec},
         request_error::Code,
         tool::Annotations,
@@ -45,8 +46,26 @@ pub fn tool(tool: &proto::Tool) -> Tool {
         description: &tool.description,
         input_schema: &tool.input_schema_json,
         output_schema: Some(tool.output_schema_json.as_str()).filter(|text| !text.is_empty()),
+        // A broker before `Tool.title` sent only the annotations' title.
+        title: Some(tool.title.as_str())
+            .filter(|title| !title.is_empty())
+            .or(annotations.title.as_deref()),
         annotations: &annotations,
+        icons: &icons(tool.icons.clone()),
     })
+}
+
+/// The broker's icons as the domain holds them.
+fn icons(icons: Vec<proto::Icon>) -> Icons {
+    icons
+        .into_iter()
+        .map(|icon| Icon {
+            src: icon.src,
+            mime_type: given(icon.mime_type),
+            sizes: icon.sizes,
+            theme: given(icon.theme),
+        })
+        .collect()
 }
 
 /// The broker's annotations of a tool as the domain holds them.
@@ -186,6 +205,7 @@ pub fn resource(resource: proto::Resource) -> Resource {
         description: given(resource.description),
         mime_type: given(resource.mime_type),
         size: resource.size,
+        icons: icons(resource.icons),
     })
 }
 
@@ -197,6 +217,7 @@ pub fn template(template: proto::ResourceTemplate) -> ResourceTemplate {
         title: given(template.title),
         description: given(template.description),
         mime_type: given(template.mime_type),
+        icons: icons(template.icons),
     })
 }
 
@@ -248,6 +269,7 @@ pub fn prompt(prompt: proto::Prompt) -> Prompt {
         title: given(prompt.title),
         description: given(prompt.description),
         arguments: arguments.collect(),
+        icons: icons(prompt.icons),
     };
     model::prompt::prompt(&prompt.name, &spec)
 }

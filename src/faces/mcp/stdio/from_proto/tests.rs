@@ -23,23 +23,38 @@ fn a_tool_keeps_its_raw_schemas_and_hints() {
             idempotent_hint: Some(false),
             open_world_hint: Some(false),
         }),
+        title: "Stats".into(),
+        icons: vec![proto::Icon {
+            src: "https://example.com/stats.svg".into(),
+            mime_type: "image/svg+xml".into(),
+            sizes: vec!["any".into()],
+            theme: String::new(),
+        }],
         ..Default::default()
     };
-    let tool = tool(&listed);
-    let json = serde_json::to_value(&tool).unwrap();
+    let shown = tool(&listed);
+    let json = serde_json::to_value(&shown).unwrap();
     assert_eq!(
         json,
         json!({
             "name": "d_stats",
-            "title": "Statistics",
+            "title": "Stats",
             "description": "Computes statistics.",
             "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
                             "required": ["n"]},
             "outputSchema": {"type": "object", "properties": {"mean": {"type": "number"}}},
             "annotations": {"title": "Statistics", "readOnlyHint": true, "idempotentHint": false,
                             "openWorldHint": false},
+            "icons": [{"src": "https://example.com/stats.svg", "mimeType": "image/svg+xml",
+                       "sizes": ["any"]}],
         })
     );
+    // From a broker before `Tool.title`: the annotations' title shows.
+    let older = tool(&proto::Tool {
+        title: String::new(),
+        ..listed
+    });
+    assert_eq!(older.title.as_deref(), Some("Statistics"));
 }
 
 #[test]
