@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     self, Broker,
-    config::{Server, demo},
+    config::{Server, demo, everything},
     face, toolbroker_bin,
 };
 
@@ -147,4 +147,20 @@ async fn a_list_shaped_by_grants_or_a_per_caller_server_is_private() {
         "private",
         "a catalog with a per-caller server"
     );
+}
+
+#[tokio::test]
+async fn a_2026_listener_gets_updates_of_the_resources_it_asked_for() {
+    toolbroker::tls_provider::install();
+    let broker = Broker::builder()
+        .server(everything("everything").prefix("e_"))
+        .top("mcp_listen", "127.0.0.1:0")
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let seen = common::python::run_script("face_listen.py", &[&broker.face_url().await]).await;
+    assert_eq!(seen["version"], "2026-07-28", "{seen}");
+    let honored = seen["honored"].as_array().expect("honored URIs");
+    assert_eq!(honored.len(), 1, "only the URI a server lists: {seen}");
+    assert_eq!(seen["updated"], honored[0], "{seen}");
 }

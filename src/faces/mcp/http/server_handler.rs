@@ -8,7 +8,10 @@
     reason = "logging/setLevel is what clients before MCP 2026-07-28 use"
 )]
 
-use std::sync::{Arc, atomic::Ordering};
+use std::{
+    collections::HashSet,
+    sync::{Arc, atomic::Ordering},
+};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
@@ -121,22 +124,55 @@ impl ServerHandler for Face {
         self.follow_for(Asker::of(&context.extensions), context.peer);
     }
 
+    /// Every list, and updates of the resources asked for that some server lists (or has a
+    /// template for): which of them the caller may read is decided in [`Self::listen`].
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .resources_list_changed()
-                .build(),
-        )
+        let known = (requested.resource_subscriptions.iter().flatten())
+            .filter(|uri| self.is_known_resource(uri))
+            .cloned()
+            .collect::<Vec<_>>();
+        let lists = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed();
+        Some(match known.is_empty() {
+            true => lists.build(),
+            false => lists.resource_subscriptions(known).build(),
+        })
     }
 
-    /// Protocol 2026-07-28: list changes ride the client's `subscriptions/listen` stream.
+    /// Protocol 2026-07-28: list changes and updates of the resources it asked for (of those
+    /// its caller may read; subscribed upstream for as long as it listens) ride the client's
+    /// `subscriptions/listen` stream.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
-        let asker = Asker::of(&subscription.request_context().extensions);
+        let extensions = &subscription.request_context().extensions;
+        let asker = Asker::of(extensions);
+        let caller = self.caller(extensions);
+        let values = FaceCaller::of(&caller, extensions);
+        let asked = subscription
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten();
+        let mut watched = HashSet::new();
+        for uri in asked {
+            let Some(server) = self.server_of(&caller, uri) else {
+                continue;
+            };
+            match self
+                .broker()
+                .subscribe_resource(&server, uri, &values)
+                .await
+            {
+                Ok(()) => {
+                    watched.insert((server, uri.clone()));
+                }
+                Err(error) => tracing::debug!(%error, uri, "not subscribed for a listener"),
+            }
+        }
         let stop = self.shutdown.child_token();
         let sink = subscription.sink();
         let watching = changes::follow(
@@ -146,9 +182,19 @@ impl ServerHandler for Face {
             || false,
             |stale| lists::announce(sink, stale),
         );
+        let updates = self.relay_updates(
+            |key| watched.contains(key),
+            |uri| async { sink.notify_resource_updated(uri).await.is_ok() },
+        );
         tokio::select! {
             () = watching => {}
+            () = updates => {}
             () = subscription.cancelled() => {}
+        }
+        for (server, uri) in &watched {
+            self.broker()
+                .unsubscribe_resource(server, uri, &values)
+                .await;
         }
         Ok(())
     }

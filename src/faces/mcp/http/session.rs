@@ -3,6 +3,7 @@
 
 use std::{
     collections::HashSet,
+    future::Future,
     sync::{Mutex, MutexGuard, PoisonError, atomic::AtomicU8},
 };
 
@@ -87,9 +88,16 @@ impl Face {
             let lists = changes::follow(face.broker(), &asker, stop, gone, |stale| {
                 lists::announce(&peer, stale)
             });
+            let updates = face.relay_updates(
+                |key| face.session.subscribed().contains(key),
+                |uri| async {
+                    let params = ResourceUpdatedNotificationParam::new(uri);
+                    peer.notify_resource_updated(params).await.is_ok()
+                },
+            );
             tokio::select! {
                 () = lists => {}
-                () = face.relay_updates(&peer) => {}
+                () = updates => {}
             }
             let subscribed: Vec<_> = face.session.subscribed().drain().collect();
             let values = FaceCaller {
@@ -104,8 +112,16 @@ impl Face {
         });
     }
 
-    /// Tells `peer` of updates to the resources it subscribed to, until it is gone.
-    async fn relay_updates(&self, peer: &Peer<RoleServer>) {
+    /// Sends `notify` the URI of each update of a resource (server, URI) that `wanted`
+    /// holds, until the broker stops or `notify` says the client is gone.
+    pub(super) async fn relay_updates<F, Fut>(
+        &self,
+        wanted: impl Fn(&(String, String)) -> bool,
+        notify: F,
+    ) where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = bool>,
+    {
         let mut updates = self.broker().resource_updates();
         loop {
             let update = match updates.recv().await {
@@ -114,13 +130,14 @@ impl Face {
                 Err(RecvError::Closed) => return,
             };
             let key = (update.server.to_string(), update.uri.clone());
-            if !self.session.subscribed().contains(&key) {
-                continue;
-            }
-            let params = ResourceUpdatedNotificationParam::new(update.uri.clone());
-            if peer.notify_resource_updated(params).await.is_err() {
+            if wanted(&key) && !notify(update.uri.clone()).await {
                 return;
             }
         }
+    }
+
+    /// Whether some server lists `uri` or has a template it fits (whoever asks).
+    pub(super) fn is_known_resource(&self, uri: &str) -> bool {
+        self.server_of(&Caller::anyone(), uri).is_some()
     }
 }
