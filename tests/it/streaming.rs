@@ -108,6 +108,33 @@ async fn an_elicitation_reaches_the_caller_and_its_answer_the_server() {
 }
 
 #[tokio::test]
+async fn a_url_elicitation_keeps_the_servers_own_id() {
+    let broker = broker_of(vec![interactive("py").prefix("py_")]).await;
+    let url = "https://example.com/consent";
+    let mut stream = broker
+        .stream_call(None, "py_visit", &json!({ "url": url }).to_string())
+        .await
+        .unwrap();
+    let asked = elicitation(&mut stream).await;
+    assert_eq!(
+        (
+            asked.mode.as_str(),
+            asked.url.as_str(),
+            asked.message.as_str()
+        ),
+        ("url", url, "please visit")
+    );
+    assert_eq!(asked.elicitation_id, format!("visit-{}", url.len()));
+    assert_ne!(
+        asked.id, asked.elicitation_id,
+        "the broker's own id is apart"
+    );
+    stream.answer_elicitation(&asked.id, "accept", None).await;
+    let (_, result) = stream.result().await.unwrap();
+    assert_eq!(result.text, "visit: accept");
+}
+
+#[tokio::test]
 async fn sampling_is_relayed_and_answered_or_refused() {
     let broker = broker_of(vec![interactive("py").prefix("py_")]).await;
     let mut stream = broker

@@ -13,6 +13,9 @@ Tools:
 - `ask(question)` sends `elicitation/create` (form mode) with the question as message and the
   requested schema `{"type": "object", "properties": {"answer": {"type": "string"}},
   "required": ["answer"]}`; returns text "accepted: <answer>", "declined" or "cancelled".
+- `visit(url)` sends `elicitation/create` in URL mode (message "please visit", the url, and the
+  elicitation id "visit-<len(url)>"); returns text "visit: accept", "visit: decline" or
+  "visit: cancel".
 - `sample(prompt)` sends `sampling/createMessage` with the prompt as the one user message and
   maxTokens 50; returns text "model said: <text>", or a tool error (isError) with text
   "sampling failed: <message>" when the client answers with an error.
@@ -204,6 +207,14 @@ def build() -> MCPServer:
                 return text_result(f"accepted without a string answer: {result.content!r}", is_error=True)
             return text_result(f"accepted: {answer}")
         return text_result("declined" if result.action == "decline" else "cancelled")
+
+    @server.tool()
+    async def visit(url: str, ctx: Context) -> CallToolResult:
+        """Asks the user to visit `url` (elicitation, URL mode) and returns what they did."""
+        result = await ctx.session.elicit_url(
+            "please visit", url, f"visit-{len(url)}", related_request_id=ctx.request_id
+        )
+        return text_result(f"visit: {result.action}")
 
     @server.tool()
     async def sample(prompt: str, ctx: Context) -> CallToolResult:

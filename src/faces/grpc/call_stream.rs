@@ -318,16 +318,21 @@ fn elicitation(id: String, params: ElicitRequestParams) -> proto::ElicitationReq
             requested_schema_json: serde_json::to_string(&requested_schema).unwrap_or_default(),
             mode: "form".into(),
             url: String::new(),
+            elicitation_id: String::new(),
         },
-        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            proto::ElicitationRequest {
-                id,
-                message,
-                requested_schema_json: String::new(),
-                mode: "url".into(),
-                url,
-            }
-        }
+        ElicitRequestParams::UrlElicitationParams {
+            message,
+            url,
+            elicitation_id,
+            ..
+        } => proto::ElicitationRequest {
+            id,
+            message,
+            requested_schema_json: String::new(),
+            mode: "url".into(),
+            url,
+            elicitation_id,
+        },
         // A mode added to MCP later: shown as it is, for the client to decline.
         other => proto::ElicitationRequest {
             id,
@@ -335,6 +340,7 @@ fn elicitation(id: String, params: ElicitRequestParams) -> proto::ElicitationReq
             requested_schema_json: String::new(),
             mode: "unknown".into(),
             url: String::new(),
+            elicitation_id: String::new(),
         },
     }
 }

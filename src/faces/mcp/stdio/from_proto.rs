@@ -318,12 +318,16 @@ pub fn elicit_params(question: &proto::ElicitationRequest) -> Option<ElicitReque
             "message": question.message,
             "requestedSchema": serde_json::from_str::<Value>(&question.requested_schema_json).ok()?,
         }),
-        // The upstream's elicitation id is not carried by the broker; ours is as unique.
         "url" => json!({
             "mode": "url",
             "message": question.message,
             "url": question.url,
-            "elicitationId": question.id,
+            // The server's own; a broker before `elicitation_id` sent none: the question's id
+            // is as unique.
+            "elicitationId": match question.elicitation_id.as_str() {
+                "" => &question.id,
+                given => given,
+            },
         }),
         _ => return None,
     };

@@ -294,6 +294,7 @@ fn questions_become_elicitation_params_and_answers_go_back() {
                 .into(),
         mode: "form".into(),
         url: String::new(),
+        elicitation_id: String::new(),
     };
     match elicit_params(&form) {
         Some(ElicitRequestParams::FormElicitationParams { message, .. }) => {
@@ -305,18 +306,25 @@ fn questions_become_elicitation_params_and_answers_go_back() {
         mode: "url".into(),
         url: "https://example.com/auth".into(),
         requested_schema_json: String::new(),
+        elicitation_id: "server-7".into(),
         ..form.clone()
     };
-    match elicit_params(&url) {
-        Some(ElicitRequestParams::UrlElicitationParams {
-            url,
-            elicitation_id,
-            ..
-        }) => assert_eq!(
-            (url.as_str(), elicitation_id.as_str()),
-            ("https://example.com/auth", "e1")
-        ),
-        other => panic!("{other:?}"),
+    let older_broker = proto::ElicitationRequest {
+        elicitation_id: String::new(),
+        ..url.clone()
+    };
+    for (question, id) in [(url, "server-7"), (older_broker, "e1")] {
+        match elicit_params(&question) {
+            Some(ElicitRequestParams::UrlElicitationParams {
+                url,
+                elicitation_id,
+                ..
+            }) => assert_eq!(
+                (url.as_str(), elicitation_id.as_str()),
+                ("https://example.com/auth", id)
+            ),
+            other => panic!("{other:?}"),
+        }
     }
     let unknown = proto::ElicitationRequest {
         mode: "unknown".into(),
