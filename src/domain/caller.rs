@@ -54,6 +54,15 @@ impl CallerKey {
             id: "anonymous".into(),
         }
     }
+
+    /// The caller of the static token named `id` (for tests).
+    #[cfg(test)]
+    pub fn token(id: &str) -> Self {
+        Self {
+            kind: CallerKind::Token,
+            id: id.into(),
+        }
+    }
 }
 
 /// `kind:id`, as in logs: `token:alice`, `cert:spiffe://example.org/agent`.

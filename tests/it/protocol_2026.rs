@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     self, Broker,
-    config::{Server, demo, everything},
+    config::{Server, demo, everything, interactive},
     face, toolbroker_bin,
 };
 
@@ -163,4 +163,118 @@ async fn a_2026_listener_gets_updates_of_the_resources_it_asked_for() {
     let honored = seen["honored"].as_array().expect("honored URIs");
     assert_eq!(honored.len(), 1, "only the URI a server lists: {seen}");
     assert_eq!(seen["updated"], honored[0], "{seen}");
+}
+
+/// A broker with the interactive Python server (`py_`) behind the face, and its face's URL.
+async fn interactive_face(auth: Option<Value>) -> (Broker, String) {
+    toolbroker::tls_provider::install();
+    let mut builder = Broker::builder()
+        .server(interactive("py").prefix("py_"))
+        .top("mcp_listen", "127.0.0.1:0")
+        .env("AGENT", AGENT)
+        .env("ALICE", ALICE);
+    if let Some(auth) = auth {
+        builder = builder.top("auth", auth);
+    }
+    let broker = builder.start().await;
+    broker.wait_ready().await;
+    let url = broker.face_url().await;
+    (broker, url)
+}
+
+#[tokio::test]
+async fn a_2026_client_answers_elicitation_and_sampling_in_rounds() {
+    let (_broker, url) = interactive_face(None).await;
+    let seen = common::python::run_script("face_rounds.py", &[&url]).await;
+    assert_eq!(seen["version"], "2026-07-28", "{seen}");
+    assert_eq!(seen["ask"], "accepted: blue", "{seen}");
+    assert_eq!(seen["sample"], "model said: hi!", "{seen}");
+    assert_eq!(
+        seen["asked"],
+        json!(["Favourite colour?", "Say hi"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["unasked"], "declined",
+        "no elicitation declared: not asked: {seen}"
+    );
+}
+
+/// `tools/call` of `py_ask` through the face as a 2026-07-28 client that can answer
+/// elicitation, with `token`, `question` and what `extra` adds to the params: the JSON-RPC
+/// answer.
+async fn ask(url: &str, token: &str, question: &str, extra: Value) -> Value {
+    let mut params = json!({
+        "name": "py_ask",
+        "arguments": {"question": question},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        },
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "py_ask"),
+    ];
+    let (status, answer, _) = face::post(url, &headers, body).await;
+    answer.unwrap_or_else(|| panic!("no JSON-RPC answer (HTTP {status})"))
+}
+
+#[tokio::test]
+async fn a_request_state_is_good_once_for_its_caller_and_call_only() {
+    let tokens = json!([
+        {"name": "agent", "value_env": "AGENT"},
+        {"name": "alice", "value_env": "ALICE", "tools": ["py_ask"]},
+    ]);
+    let (_broker, url) = interactive_face(Some(json!({ "tokens": tokens }))).await;
+    let asked = ask(&url, ALICE, "Colour?", json!({})).await;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    assert_eq!(
+        result["inputRequests"]["question"]["method"], "elicitation/create",
+        "{asked}"
+    );
+    let state = result["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_owned();
+    let answered = json!({"question": {"action": "accept", "content": {"answer": "red"}}});
+    let retry = |state: &str| json!({"requestState": state, "inputResponses": answered.clone()});
+
+    let refused = |answer: &Value| {
+        answer["error"]["code"] == -32602
+            && answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestState"))
+    };
+    // Another caller replays it.
+    let replayed = ask(&url, AGENT, "Colour?", retry(&state)).await;
+    assert!(refused(&replayed), "another caller: {replayed}");
+    // The caller changes a byte of it.
+    let mut forged = state.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let tampered = ask(&url, ALICE, "Colour?", retry(&forged)).await;
+    assert!(refused(&tampered), "a forged state: {tampered}");
+    // The caller sends it with another call (other arguments).
+    let other = ask(&url, ALICE, "Size?", retry(&state)).await;
+    assert!(refused(&other), "another call: {other}");
+    // None of that took it: its caller, with its call, resumes it.
+    let done = ask(&url, ALICE, "Colour?", retry(&state)).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "accepted: red",
+        "{done}"
+    );
+    // Used once.
+    let again = ask(&url, ALICE, "Colour?", retry(&state)).await;
+    assert!(refused(&again), "a used state: {again}");
 }

@@ -2,7 +2,7 @@
 //! peer when rmcp's service runs the call, or onto the call's own answer stream when the face
 //! answers it directly (see [`direct_calls`](super::direct_calls)).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use rmcp::{
     RoleServer,
@@ -10,13 +10,14 @@ use rmcp::{
     service::Peer,
     transport::streamable_http_server::SessionId,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::directory::Directory;
+use super::{directory::Directory, rounds::Turn};
 
-/// How long a question to the client may wait for its answer before it is declined; the
-/// call's own timeout is paused meanwhile, its `max_timeout` still holds.
-const QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
+// How long a question to the client may wait for its answer before it is declined (the
+// call's own timeout is paused meanwhile, its `max_timeout` still holds): one rule for
+// questions in sessions and in rounds.
+use super::rounds::QUESTION_TIMEOUT;
 
 /// The way back to the client that made one call.
 #[derive(Clone, Copy)]
@@ -25,6 +26,8 @@ pub enum Relay<'a> {
     Peer(&'a Peer<RoleServer>),
     /// The call's own answer stream.
     Stream(&'a AnswerStream),
+    /// A 2026-07-28 client's call, which asks in rounds (see [`rounds`](super::rounds)).
+    Rounds(&'a mpsc::Sender<Turn>),
 }
 
 impl Relay<'_> {
@@ -35,6 +38,11 @@ impl Relay<'_> {
                 let _ = peer.send_notification(notification).await;
             }
             Relay::Stream(stream) => stream.notify(notification),
+            // To the request the client is waiting on; lost while none is (the call is parked
+            // on a question then, so it sends none).
+            Relay::Rounds(turns) => {
+                let _ = turns.try_send(Turn::Notify(notification));
+            }
         }
     }
 
@@ -47,6 +55,16 @@ impl Relay<'_> {
                     .await
                     .map_err(|error| error.to_string()),
                 Relay::Stream(stream) => stream.ask(request).await,
+                Relay::Rounds(turns) => {
+                    let (answer, answered) = oneshot::channel();
+                    turns
+                        .send(Turn::Ask(request, answer))
+                        .await
+                        .map_err(|_| "the call's client is gone".to_owned())?;
+                    answered
+                        .await
+                        .map_err(|_| "the client did not answer".to_owned())
+                }
             }
         };
         match tokio::time::timeout(QUESTION_TIMEOUT, asked).await {

@@ -33,6 +33,7 @@ use crate::faces::mcp::http::{
     face_sessions::SessionKey,
     relay::Relay,
     request::{Asker, FaceCaller},
+    rounds::Rounds,
     session::Session,
     tool_list::{self, ToolList},
 };
@@ -64,6 +65,8 @@ pub struct Face {
     tool_list: Arc<ToolList>,
     /// Every session, for the calls the face answers directly.
     pub(in crate::faces::mcp::http) directory: Arc<Directory>,
+    /// The calls of 2026-07-28 clients waiting on their answers.
+    pub(in crate::faces::mcp::http) rounds: Arc<Rounds>,
 }
 
 impl Face {
@@ -75,6 +78,7 @@ impl Face {
             session: Arc::default(),
             tool_list: Arc::default(),
             directory: Arc::default(),
+            rounds: Arc::default(),
         }
     }
 
@@ -240,6 +244,9 @@ impl ServerHandler for Face {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if cache::owed(context.protocol_version().as_ref()) {
+            return self.call_in_rounds(request, &context).await;
+        }
         let relay = Relay::Peer(&context.peer);
         let call = self.traced_call(request, &context.meta, &context.extensions, relay);
         tokio::select! {

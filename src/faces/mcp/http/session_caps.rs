@@ -221,10 +221,7 @@ mod tests {
     use super::*;
 
     fn caller(id: &str) -> CallerKey {
-        CallerKey {
-            kind: CallerKind::Token,
-            id: id.into(),
-        }
+        CallerKey::token(id)
     }
 
     /// Opens a session of `who` as a request would: reserved, then created.
