@@ -228,8 +228,9 @@ fn question(request: &RequestId) -> Option<&str> {
     }
 }
 
-/// 128 bits from the operating system's random source, in decimal.
-fn unguessable() -> String {
+/// 128 bits from the operating system's random source, in decimal: the face's ids no one can
+/// guess (questions, parked calls).
+pub(super) fn unguessable() -> String {
     let mut bytes = [0u8; 16];
     // The OS source fails only where nothing can run (no /dev/urandom, no getrandom(2)).
     getrandom::fill(&mut bytes).expect("the operating system's random source");

@@ -33,6 +33,7 @@ use rmcp::model::{
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::directory::unguessable;
 use crate::domain::caller::CallerKey;
 
 /// How long a question may wait for its answer (the call's own timeout is paused meanwhile).
@@ -140,7 +141,7 @@ impl Rounds {
         if parked.values().filter(|call| &call.owner == owner).count() >= PARKED_PER_CALLER {
             return Err((running, question));
         }
-        let ticket = ticket();
+        let ticket = unguessable();
         let options = SealOptions::new()
             .associated_data(binding)
             .ttl(QUESTION_TIMEOUT);
@@ -240,15 +241,9 @@ fn client_result(question: &ServerRequest, response: &Value) -> ClientResult {
 /// What a `requestState` is bound to: the caller, the tool and its arguments.
 pub fn binding(owner: &CallerKey, tool: &str, arguments: Option<&Map<String, Value>>) -> Vec<u8> {
     let arguments = arguments.map(|arguments| Value::Object(arguments.clone()));
-    serde_json::to_vec(&(format!("{:?}", owner.kind), &owner.id, tool, arguments))
+    // `kind:id` names one caller (a kind has no colon).
+    serde_json::to_vec(&(owner.to_string(), tool, arguments))
         .expect("strings and JSON values serialize")
-}
-
-/// 128 bits from the operating system's random source, in hex.
-fn ticket() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    format!("{:032x}", u128::from_be_bytes(bytes))
 }
 
 #[cfg(test)]

@@ -259,6 +259,17 @@ mod tests {
         (name, Arc::new(tool))
     }
 
+    /// `tools` as rmcp's JSON of them.
+    fn rmcp_json(tools: &[Arc<ExposedTool>]) -> Vec<Value> {
+        tools
+            .iter()
+            .map(|tool| {
+                let input = tool.spec.input_schema_json();
+                serde_json::to_value(mcp_tool::tool(&ToolFields::of(tool, &input))).unwrap()
+            })
+            .collect()
+    }
+
     fn names(tools: &[Arc<ExposedTool>]) -> Vec<&str> {
         tools.iter().map(|tool| tool.name.as_str()).collect()
     }
@@ -310,14 +321,7 @@ mod tests {
         let tools = catalog(8, 100_000);
         let budget = 6 * size_hint(&tools.values().next().unwrap().clone());
         let listed = page(&tools, &Caller::anyone(), None, budget).unwrap();
-        let expected: Vec<Value> = listed
-            .tools
-            .iter()
-            .map(|tool| {
-                let input = tool.spec.input_schema_json();
-                serde_json::to_value(mcp_tool::tool(&ToolFields::of(tool, &input))).unwrap()
-            })
-            .collect();
+        let expected = rmcp_json(&listed.tools);
         let next = listed.next.clone().unwrap();
         let answer = ToolsListAnswer::new(listed, &RequestId::Number(9)).unwrap();
         let pieces: Vec<Bytes> = answer.map(Result::unwrap).collect();
@@ -412,14 +416,7 @@ mod tests {
             let (mut seen, mut cursor) = (Vec::new(), None::<String>);
             loop {
                 let listed = page(&tools, &anyone, cursor.as_deref(), budget).unwrap();
-                let expected: Vec<Value> = listed
-                    .tools
-                    .iter()
-                    .map(|tool| {
-                        let input = tool.spec.input_schema_json();
-                        serde_json::to_value(mcp_tool::tool(&ToolFields::of(tool, &input))).unwrap()
-                    })
-                    .collect();
+                let expected = rmcp_json(&listed.tools);
                 seen.extend(names(&listed.tools).into_iter().map(str::to_owned));
                 let next = listed.next.clone();
                 let answer = ToolsListAnswer::new(listed, &RequestId::Number(1)).unwrap();
