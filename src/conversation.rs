@@ -16,7 +16,7 @@ use std::sync::{
 
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam,
+    ElicitationAction, LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use tokio::{
     sync::{Notify, mpsc, oneshot},
@@ -53,12 +53,31 @@ pub enum Interaction {
 }
 
 /// The client side of one interactive call: where its events go, whether the client still
-/// answers, and the pulse that restarts the call's timeout.
+/// answers, what it can answer, and the pulse that restarts the call's timeout.
 #[derive(Clone, Debug)]
 pub struct Conversation {
     events: mpsc::Sender<Interaction>,
     open: Arc<AtomicBool>,
     pulse: Arc<Pulse>,
+    answers: Answers,
+}
+
+/// What kinds of question a call's client can answer (a server must not be told more: on MCP
+/// 2026-07-28 each request declares it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answers {
+    /// Elicitation (the user).
+    pub elicit: bool,
+    /// Sampling (the client's model).
+    pub sample: bool,
+}
+
+impl Answers {
+    /// Every kind (a `CallToolStream` client).
+    pub const ALL: Answers = Answers {
+        elicit: true,
+        sample: true,
+    };
 }
 
 /// Tells a call's timeout that the server is making progress, or that it waits on the client.
@@ -128,8 +147,20 @@ impl Conversation {
             events,
             open: Arc::new(AtomicBool::new(true)),
             pulse: Arc::default(),
+            answers: Answers::ALL,
         };
         (conversation, receiver)
+    }
+
+    /// The same conversation, with a client that answers only `answers`.
+    pub fn answering(mut self, answers: Answers) -> Self {
+        self.answers = answers;
+        self
+    }
+
+    /// What the client can answer.
+    pub fn answers(&self) -> Answers {
+        self.answers
     }
 
     /// The client will send nothing more: the server's requests are declined from now on.
@@ -172,5 +203,34 @@ impl Conversation {
     /// Counts a request waiting on the client (pausing the call's timeout) while it lives.
     pub fn waiting(&self) -> Waiting<'_> {
         Waiting::new(&self.pulse)
+    }
+
+    /// Puts the server's question to the client and waits for the user's answer: declined
+    /// if the client is gone, cancelled if the call ends first.
+    pub async fn elicit(&self, params: ElicitRequestParams) -> ElicitResult {
+        let (answer, answered) = oneshot::channel();
+        let _waiting = self.waiting();
+        if !self.ask(Interaction::Elicit { params, answer }).await {
+            return ElicitResult::new(ElicitationAction::Decline);
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
+    }
+
+    /// Puts the server's sampling request to the client's model and waits for its result, or
+    /// why there is none.
+    pub async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, String> {
+        let (answer, answered) = oneshot::channel();
+        let _waiting = self.waiting();
+        if !self.ask(Interaction::Sample { params, answer }).await {
+            return Err("the call's client went away".into());
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| Err("the call ended before its client answered".into()))
     }
 }

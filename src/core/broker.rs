@@ -12,8 +12,7 @@ use std::{
 use rmcp::model::{
     CallToolResult, ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult,
     GetPromptRequest, GetPromptRequestParams, GetPromptResult, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResult, ServerResult, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    ReadResourceRequestParams, ReadResourceResult, ServerResult,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
@@ -346,10 +345,6 @@ impl Broker {
     }
 
     /// Subscribes to `server`'s resource `uri` (upstream, for its first subscriber).
-    #[expect(
-        deprecated,
-        reason = "servers before MCP 2026-07-28 take resources/subscribe"
-    )]
     pub async fn subscribe_resource(
         &self,
         server: &str,
@@ -367,10 +362,7 @@ impl Broker {
         if !first {
             return Ok(());
         }
-        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
-            SubscribeRequestParams::new(uri),
-        ));
-        let subscribed = upstream.request(caller, request, upstream.timeout()).await;
+        let subscribed = upstream.follow_resource(caller, uri, true).await;
         if subscribed.is_err() {
             self.forget(&key);
         }
@@ -378,10 +370,6 @@ impl Broker {
     }
 
     /// Drops one subscriber of `server`'s `uri` (and the upstream subscription after the last).
-    #[expect(
-        deprecated,
-        reason = "servers before MCP 2026-07-28 take resources/unsubscribe"
-    )]
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str, caller: &dyn CallerValues) {
         let Ok(upstream) = self.ready(server) else {
             return;
@@ -389,10 +377,7 @@ impl Broker {
         if !self.forget(&(upstream.server().clone(), uri.to_owned())) {
             return;
         }
-        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
-            UnsubscribeRequestParams::new(uri),
-        ));
-        if let Err(error) = upstream.request(caller, request, upstream.timeout()).await {
+        if let Err(error) = upstream.follow_resource(caller, uri, false).await {
             tracing::debug!(%server, uri, %error, "unsubscribing failed");
         }
     }

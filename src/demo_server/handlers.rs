@@ -7,8 +7,9 @@ use std::time::Duration;
 use rmcp::{
     ErrorData,
     model::{
-        CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-        ElicitationAction, ElicitationSchema, JsonObject, ProgressNotificationParam,
+        CallToolResponse, CallToolResult, ClientResult, ContentBlock, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+        InputRequests, InputRequiredResult, InputResponses, JsonObject, ProgressNotificationParam,
         RequestMetaObject, ServerRequest,
     },
     service::{RequestContext, RoleServer},
@@ -152,39 +153,84 @@ pub(super) fn echo_arguments<T: DeserializeOwned>(
     Ok(text_result(format!("{tool}: {json}")))
 }
 
-/// `ask`: puts the question to the user (`elicitation/create`, one required string `answer`)
-/// and says what they answered; a client that cannot ask gets a tool error.
-pub(super) async fn ask(args: AskArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
-    let schema = match ElicitationSchema::builder()
+/// `ask`'s question: one required string `answer` (or why it cannot be built).
+fn question(args: AskArgs) -> Result<ElicitRequestParams, String> {
+    let schema = ElicitationSchema::builder()
         .required_string("answer")
         .build()
-    {
-        Ok(schema) => schema,
-        Err(error) => return tool_error(format!("cannot build the question: {error}")),
-    };
-    let params = ElicitRequestParams::FormElicitationParams {
+        .map_err(|error| format!("cannot build the question: {error}"))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: args.question,
         requested_schema: schema,
+    })
+}
+
+/// What `ask` says of the user's answer.
+fn answered(result: &ElicitResult) -> CallToolResult {
+    match result.action {
+        ElicitationAction::Accept => {
+            let answer = result
+                .content
+                .as_ref()
+                .and_then(|content| content.get("answer"))
+                .and_then(|answer| answer.as_str())
+                .unwrap_or_default();
+            text_result(format!("the user answered: {answer}"))
+        }
+        ElicitationAction::Decline => text_result("the user declined to answer"),
+        _ => text_result("the user cancelled"),
+    }
+}
+
+/// `ask`: puts the question to the user (`elicitation/create`, one required string `answer`)
+/// and says what they answered; a client that cannot ask gets a tool error.
+pub(super) async fn ask(args: AskArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+    let params = match question(args) {
+        Ok(params) => params,
+        Err(error) => return tool_error(error),
     };
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
     match context.peer.send_request(request).await {
-        Ok(ClientResult::ElicitResult(result)) => match result.action {
-            ElicitationAction::Accept => {
-                let answer = result
-                    .content
-                    .as_ref()
-                    .and_then(|content| content.get("answer"))
-                    .and_then(|answer| answer.as_str())
-                    .unwrap_or_default();
-                text_result(format!("the user answered: {answer}"))
-            }
-            ElicitationAction::Decline => text_result("the user declined to answer"),
-            _ => text_result("the user cancelled"),
-        },
+        Ok(ClientResult::ElicitResult(result)) => answered(&result),
         Ok(other) => tool_error(format!("the client answered the question with {other:?}")),
         Err(error) => tool_error(format!("cannot ask the user: {error}")),
     }
+}
+
+/// The key of `ask`'s question among a 2026-07-28 call's input requests.
+const ASK_KEY: &str = "answer";
+
+/// `ask` on 2026-07-28, where a server asks by answering `input_required` (MRTR): the call
+/// comes back with the user's answer under [`ASK_KEY`]. A client that did not declare
+/// elicitation for this request is not asked (a tool error says so).
+pub(super) fn ask_in_rounds(
+    args: AskArgs,
+    responses: Option<&InputResponses>,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResponse {
+    if let Some(answer) = responses.and_then(|responses| responses.get(ASK_KEY)) {
+        return match serde_json::from_value::<ElicitResult>(answer.clone()) {
+            Ok(result) => answered(&result).into(),
+            Err(error) => {
+                tool_error(format!("the answer is not an elicitation result: {error}")).into()
+            }
+        };
+    }
+    let can_ask = context
+        .meta
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.elicitation.is_some());
+    if !can_ask {
+        return tool_error("cannot ask the user: the client did not declare elicitation").into();
+    }
+    let params = match question(args) {
+        Ok(params) => params,
+        Err(error) => return tool_error(error).into(),
+    };
+    let asked = InputRequest::Elicitation(ElicitRequest::new(params));
+    let requests = InputRequests::from([(ASK_KEY.to_owned(), asked)]);
+    CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), None))
 }
 
 /// Default and bounds of `sleep`'s `steps`.

@@ -28,11 +28,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rmcp::{
     ErrorData, Peer, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-        GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject,
-        ServerCapabilities, ServerConfig, SubscriptionFilter,
+        CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+        InitializeResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, RequestMetaObject, ServerCapabilities, ServerConfig,
+        SubscriptionFilter,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -335,6 +336,19 @@ impl ServerHandler for DemoServer {
             return Err(ErrorData::invalid_params(message, None));
         };
         let span = tool_span(&request.name, &context.meta);
+        if kind == ToolKind::Builtin(Builtin::Ask)
+            && context
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize())
+        {
+            let args = parse_args("ask", request.arguments.clone().unwrap_or_default())?;
+            let _entered = span.enter();
+            return Ok(handlers::ask_in_rounds(
+                args,
+                request.input_responses.as_ref(),
+                &context,
+            ));
+        }
         let _turn = if self.shared.options.serial {
             Some(self.shared.one_at_a_time.lock().await)
         } else {
@@ -368,9 +382,19 @@ impl ServerHandler for DemoServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        offers::read(&request.uri).map(Into::into)
+        let mut result = offers::read(&request.uri)?;
+        if context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize())
+        {
+            // Its resources never change and are the same for everyone.
+            result = result
+                .with_ttl_ms(offers::READ_TTL_MS)
+                .with_cache_scope(CacheScope::Public);
+        }
+        Ok(result.into())
     }
 
     async fn list_prompts(

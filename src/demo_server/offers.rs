@@ -46,6 +46,9 @@ pub(super) fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
+/// How long a read of the demo's resources may be reused (they never change), in milliseconds.
+pub(super) const READ_TTL_MS: u64 = 3_600_000;
+
 /// Reads a resource; -32002 (resource not found) for a URI the server does not have.
 pub(super) fn read(uri: &str) -> Result<ReadResourceResult, ErrorData> {
     let contents = match uri {

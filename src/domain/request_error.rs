@@ -259,6 +259,15 @@ pub enum RequestError {
         /// What was wrong.
         reason: String,
     },
+    /// The server asked the call's client for input (MCP 2026-07-28 rounds) that the call
+    /// could not give: a sampling request the client refused or a unary call cannot ask.
+    #[error("server {server:?} needed input this call did not give: {reason}")]
+    InputNotGiven {
+        /// The server.
+        server: ServerName,
+        /// Why not.
+        reason: String,
+    },
     /// A per-caller server's config needs a caller value this caller did not send.
     #[error("server {server:?}: {missing}")]
     MissingCallerValue {
@@ -440,7 +449,10 @@ impl fmt::Display for LostCall {
                 "the connection closed before the answer came (the call may or may not have run; \
                  it was not repeated)",
             ),
-            LostCall::Transport(failure) => write!(f, "{failure}"),
+            LostCall::Transport(failure) => write!(
+                f,
+                "{failure} (the call may or may not have run; it was not repeated)"
+            ),
             LostCall::Cancelled(reason) => write!(
                 f,
                 "the request was cancelled ({})",
@@ -603,6 +615,7 @@ impl RequestError {
             RequestError::Overloaded { .. } => (ResourceExhausted, Warn, "overloaded"),
             RequestError::ResultTooLarge { .. } => (ResourceExhausted, Warn, "result_too_large"),
             RequestError::BadResult { .. } => (Internal, Warn, "bad_result"),
+            RequestError::InputNotGiven { .. } => (FailedPrecondition, Debug, "input_not_given"),
             RequestError::MissingCallerValue { .. } => {
                 (FailedPrecondition, Debug, "missing_caller_value")
             }

@@ -48,6 +48,7 @@ mod telemetry;
 mod titles_icons;
 mod token_exchange;
 mod unix_socket;
+mod upstream_2026;
 mod upstream_isolation;
 mod upstream_oauth;
 mod watch;

@@ -173,8 +173,13 @@ async fn sampling_is_relayed_and_answered_or_refused() {
 async fn unary_calls_and_half_closed_streams_decline_at_once() {
     let broker = broker_of(vec![demo("demo"), interactive("py").prefix("py_")]).await;
     let started = Instant::now();
-    let declined = broker.text("ask", r#"{"question": "?"}"#).await;
-    assert_eq!(declined, "the user declined to answer");
+    // The demo server speaks 2026-07-28: a unary call's request declares no elicitation, so
+    // it is not asked at all.
+    let unasked = broker.call("ask", r#"{"question": "?"}"#).await.unwrap();
+    assert!(
+        unasked.is_error && unasked.text.contains("did not declare elicitation"),
+        "{unasked:?}"
+    );
     let refused = broker
         .call("py_sample", r#"{"prompt": "x"}"#)
         .await
@@ -200,7 +205,11 @@ async fn unary_calls_and_half_closed_streams_decline_at_once() {
 /// Two callers each run an eliciting call at once; what each was asked (`None`: declined).
 /// With `overlap`, neither answers before both were asked, so both calls are surely in flight
 /// when the second request comes.
-async fn two_callers_ask(broker: &Broker, tool: &str, overlap: bool) -> Vec<Option<String>> {
+pub(crate) async fn two_callers_ask(
+    broker: &Broker,
+    tool: &str,
+    overlap: bool,
+) -> Vec<Option<String>> {
     let both_asked = tokio::sync::Barrier::new(2);
     let ask = |token: &'static str| {
         let broker = &broker;
@@ -247,7 +256,7 @@ fn tokens() -> serde_json::Value {
     ]})
 }
 
-async fn broker_with_callers(server: common::Server) -> Broker {
+pub(crate) async fn broker_with_callers(server: common::Server) -> Broker {
     let broker = Broker::builder()
         .top("auth", tokens())
         .env("ALICE_TOKEN", "alice")

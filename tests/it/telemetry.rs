@@ -232,7 +232,7 @@ async fn one_trace_spans_agent_broker_and_mcp_server() {
         ("gen_ai.tool.name", "echo_meta"),
         ("network.transport", "pipe"),
         ("toolbroker.server", "demo"),
-        ("mcp.protocol.version", "2025-11-25"),
+        ("mcp.protocol.version", "2026-07-28"),
     ] {
         assert_eq!(
             client.attributes.get(key).map(String::as_str),

@@ -61,7 +61,7 @@ async fn grpc_shows_a_tools_own_title_and_every_icon_a_server_gives() {
     assert!(icons_of("demo://readme").is_empty());
 
     let server = broker.server("demo").await;
-    assert_eq!(server.protocol_version, "2025-11-25");
+    assert_eq!(server.protocol_version, "2026-07-28");
     assert!(
         matches!(&server.icons[..], [icon] if is_the_demo_logo(icon)),
         "{server:?}"

@@ -1,9 +1,10 @@
 """A 2026-07-28 client of the Python `mcp` SDK answering a call's questions through the
 broker's MCP face, in rounds (`input_required`, then the call again with its answers).
 
-`python face_rounds.py URL` calls `py_ask` (elicitation: answered "blue") and `py_sample`
-(sampling: answered "hi!") of the interactive test server behind the face, then `py_ask` again
-with a client that declares no elicitation, and prints one JSON line:
+`python face_rounds.py URL [PREFIX]` calls `py_ask` (elicitation: answered "blue") and
+`py_sample` (sampling: answered "hi!") of the interactive test server behind the face (or the
+`ask` and `sample` of the server whose tools have PREFIX), then `py_ask` again with a client
+that declares no elicitation, and prints one JSON line:
 {"version", "ask", "sample", "asked": [messages the callback saw], "unasked"}.
 """
 
@@ -18,7 +19,7 @@ from mcp import Client
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 
 
-async def main(url: str) -> None:
+async def main(url: str, prefix: str) -> None:
     asked: list[str] = []
 
     async def on_elicit(context: Any, params: Any) -> ElicitResult:
@@ -33,10 +34,10 @@ async def main(url: str) -> None:
 
     async with Client(url, mode="auto", elicitation_callback=on_elicit, sampling_callback=on_sample) as client:
         version = client.protocol_version
-        ask = await client.call_tool("py_ask", {"question": "Favourite colour?"})
-        sample = await client.call_tool("py_sample", {"prompt": "Say hi"})
+        ask = await client.call_tool(f"{prefix}ask", {"question": "Favourite colour?"})
+        sample = await client.call_tool(f"{prefix}sample", {"prompt": "Say hi"})
     async with Client(url, mode="auto") as plain:
-        unasked = await plain.call_tool("py_ask", {"question": "Anyone?"})
+        unasked = await plain.call_tool(f"{prefix}ask", {"question": "Anyone?"})
     print(
         json.dumps(
             {
@@ -52,4 +53,4 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "py_"))

@@ -3,8 +3,10 @@
 It is the upstream of the integration tests of streaming calls (progress notifications), of
 server-to-client requests (elicitation, sampling), of resources (text, a 1 MiB blob, a template)
 and of prompts, and of the list_changed notifications of resources and prompts. It speaks the
-handshake protocol (`initialize`, up to 2025-11-25), where a server may send requests to its
-client while it serves a tool call.
+handshake protocol (`initialize`, up to 2025-11-25) only, where a server may send requests to
+its client while it serves a tool call: it answers `server/discover` with an error, as a server
+from before 2026-07-28 does, so a client that probes falls back to `initialize` (on stdio it
+runs the SDK's handshake-only loop instead of its dual-era one).
 
 Tools:
 - `slow(seconds, every=0.4)` runs `seconds`, sending `notifications/progress` every `every`
@@ -67,8 +69,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.mcpserver.resources.types import FunctionResource
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import (
+    METHOD_NOT_FOUND,
     CallToolResult,
     PromptListChangedNotification,
     ResourceListChangedNotification,
@@ -77,7 +82,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
-from serving import bind, serve
+from serving import serve_mcp
 
 # Sampling is deprecated as of protocol 2026-07-28; this fixture speaks the handshake era on purpose.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -115,8 +120,31 @@ def add_asking_prompt(server: MCPServer) -> None:
         return f"interview about {topic}: " + await elicited(ctx, f"what about {topic}?")
 
 
+async def legacy_only(ctx: Any, call_next: Any) -> Any:
+    """Answers `server/discover` as a server that predates 2026-07-28 does."""
+    if ctx.method == "server/discover":
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+    return await call_next(ctx)
+
+
+async def serve_stdio_legacy(server: MCPServer) -> None:
+    """Serves stdio with the handshake only (`MCPServer.run("stdio")` would serve both eras)."""
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's era choice has no public knob
+    async with stdio_server() as (read_stream, write_stream):
+        async with lowlevel.lifespan(lowlevel) as state:
+            await serve_loop(
+                lowlevel,
+                read_stream,
+                write_stream,
+                lifespan_state=state,
+                init_options=lowlevel.create_initialization_options(),
+            )
+
+
 def build() -> MCPServer:
-    server = MCPServer(name="interactive-test-server", version="1.0.0", log_level="WARNING")
+    server = MCPServer(
+        name="interactive-test-server", version="1.0.0", log_level="WARNING", middleware=[legacy_only]
+    )
 
     # MCPServer builds its initialize result with `create_initialization_options()` and no
     # NotificationOptions, on stdio and on streamable HTTP alike, so listChanged would be false.
@@ -266,12 +294,6 @@ def build() -> MCPServer:
     return server
 
 
-async def serve_http(server: MCPServer, port: int) -> None:
-    sock = bind(port)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    await serve(server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"), sock, url)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT (0: any)")
@@ -281,9 +303,9 @@ def main() -> None:
     if args.asking_prompt:
         add_asking_prompt(server)
     if args.http is None:
-        server.run("stdio")
+        anyio.run(serve_stdio_legacy, server)
     else:
-        asyncio.run(serve_http(server, args.http))
+        asyncio.run(serve_mcp(server, args.http))
 
 
 if __name__ == "__main__":

@@ -30,3 +30,10 @@ async def serve(app: Any, sock: socket.socket, url: str) -> None:
         await asyncio.sleep(0.01)
     print(json.dumps({"listening": True, "url": url}), flush=True)
     await serving
+
+
+async def serve_mcp(server: Any, port: int) -> None:
+    """Serves an `MCPServer`'s streamable HTTP app at http://127.0.0.1:PORT/mcp (0: any port)."""
+    sock = bind(port)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    await serve(server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"), sock, url)

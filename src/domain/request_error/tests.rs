@@ -186,6 +186,15 @@ fn table() -> Vec<(RequestError, Code, Level, &'static str)> {
             "bad_result",
         ),
         (
+            RequestError::InputNotGiven {
+                server: server(),
+                reason: "r".into(),
+            },
+            FailedPrecondition,
+            Debug,
+            "input_not_given",
+        ),
+        (
             RequestError::MissingCallerValue {
                 server: server(),
                 missing: MissingValue(crate::domain::caller::CallerRef::Token),

@@ -10,7 +10,7 @@ use rmcp::{RoleClient, service::Peer};
 use tokio::sync::Notify;
 
 use crate::upstream::{
-    session::interactions::Interactions, transport::faults::Faults,
+    session::interactions::Interactions, session::rounds::Stateless, transport::faults::Faults,
     transport::stdio::call_lane::CallLane,
 };
 
@@ -27,6 +27,8 @@ pub struct Replica {
     pub(in crate::upstream) interactions: Arc<Interactions>,
     /// Where tool calls are sent when not through rmcp's peer (stdio).
     pub(in crate::upstream) lane: Option<Arc<CallLane>>,
+    /// On 2026-07-28: what each request declares and how its rounds are answered.
+    pub(in crate::upstream) stateless: Option<Arc<Stateless>>,
     /// Calls sent on this session and not yet answered.
     in_flight: Arc<AtomicUsize>,
 }
@@ -39,6 +41,7 @@ impl Replica {
         faults: Faults,
         interactions: Arc<Interactions>,
         lane: Option<Arc<CallLane>>,
+        stateless: Option<Arc<Stateless>>,
     ) -> Self {
         Self {
             peer,
@@ -46,6 +49,7 @@ impl Replica {
             faults,
             interactions,
             lane,
+            stateless,
             in_flight: Arc::default(),
         }
     }

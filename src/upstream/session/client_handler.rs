@@ -21,51 +21,9 @@ use rmcp::{
     },
     service::{NotificationContext, RequestContext},
 };
-use tokio::sync::Notify;
 
 use crate::domain::names::ServerName;
-use crate::upstream::session::interactions::Interactions;
-
-/// What a session's supervisor follows: a server's lists changed.
-#[derive(Clone, Debug, Default)]
-pub struct Changes {
-    /// `notifications/tools/list_changed`.
-    pub tools: Arc<Notify>,
-    /// `notifications/resources/list_changed`.
-    pub resources: Arc<Notify>,
-    /// `notifications/prompts/list_changed`.
-    pub prompts: Arc<Notify>,
-    /// `notifications/resources/updated`: the URIs, in order.
-    pub updated: Arc<Updated>,
-}
-
-/// Resources the server said were updated, waiting for the supervisor to pass them on.
-#[derive(Debug, Default)]
-pub struct Updated {
-    uris: std::sync::Mutex<Vec<String>>,
-    /// Signalled when a URI is added.
-    pub signal: Notify,
-}
-
-impl Updated {
-    fn push(&self, uri: String) {
-        self.uris
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(uri);
-        self.signal.notify_one();
-    }
-
-    /// The URIs updated since the last take.
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .uris
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    }
-}
+use crate::upstream::session::{changes::Changes, interactions::Interactions, rounds::Stateless};
 
 /// The client side of one session.
 #[derive(Clone)]
@@ -91,6 +49,29 @@ impl Handler {
             interactions,
             roots,
         }
+    }
+}
+
+impl Handler {
+    /// What a session of this handler on `version` (2026-07-28) declares and answers,
+    /// request by request.
+    pub fn stateless(&self, version: ProtocolVersion) -> Stateless {
+        let client = self.get_info().client_info;
+        Stateless::new(version, client, self.capabilities(), self.roots())
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &ServerName {
+        &self.server
+    }
+
+    fn roots(&self) -> ListRootsResult {
+        let roots = self
+            .roots
+            .iter()
+            .map(|uri| Root::new(uri.clone()))
+            .collect();
+        ListRootsResult::new(roots)
     }
 }
 
@@ -147,12 +128,7 @@ impl ClientHandler for Handler {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let roots = self
-            .roots
-            .iter()
-            .map(|uri| Root::new(uri.clone()))
-            .collect();
-        Ok(ListRootsResult::new(roots))
+        Ok(self.roots())
     }
 
     // MCP 2026-07-28 deprecates logging (SEP-2577), but servers on earlier versions still send

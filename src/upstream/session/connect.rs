@@ -1,12 +1,22 @@
 //! Starting a session on each transport: a spawned process over stdio, streamable HTTP with
 //! rmcp's client, or legacy SSE with ours; a bare `url` is probed first. All of start-up,
 //! including the first tools/list, runs within the server's `init_timeout`.
+//!
+//! The protocol is chosen as MCP 2026-07-28's backward-compatibility rules say: a
+//! `server/discover` first, 2026-07-28 (stateless, per-request metadata) if the server knows
+//! it, else the `initialize` handshake at 2025-11-25 (rmcp's `Auto` lifecycle). A server the
+//! probe upsets (an older SDK that exits on anything before `initialize`, or one that answers
+//! it with something else than a discover result) is connected again with the handshake alone.
 
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt,
-    service::RunningService,
+    ClientHandler, RoleClient,
+    model::ProtocolVersion,
+    service::{
+        ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt,
+        RunningService,
+    },
     transport::{
         IntoTransport, StreamableHttpClientTransport, common::client_side_sse::ExponentialBackoff,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -24,7 +34,8 @@ use crate::domain::{
 };
 use crate::upstream::{
     oauth::{Authorizer, Bearer},
-    session::client_handler::{Changes, Handler},
+    session::changes::Changes,
+    session::client_handler::Handler,
     session::interactions::Interactions,
     session::offers_list::{self, Offers},
     session::running::Session,
@@ -161,21 +172,68 @@ async fn start_stdio(
     launch: &Launch,
     purpose: Purpose,
 ) -> Result<Started, StartError> {
-    let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)?;
+    match start_stdio_as(spec, launch, purpose, probing()).await {
+        Err(Probed::ClosedOnProbe(error)) => {
+            tracing::info!(server = %spec.name, %error, "server/discover went wrong; starting the server again with initialize");
+            start_stdio_as(spec, launch, purpose, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(Probed::into_error)
+        }
+        other => other.map_err(Probed::into_error),
+    }
+}
+
+/// Why a stdio start failed, telling apart a server the protocol probe upset.
+enum Probed {
+    /// The process exited while answering `server/discover`, or it went wrong otherwise as
+    /// [`probe_went_wrong`] says.
+    ClosedOnProbe(StartError),
+    /// Any other failure.
+    Failed(StartError),
+}
+
+impl Probed {
+    fn into_error(self) -> StartError {
+        match self {
+            Probed::ClosedOnProbe(error) | Probed::Failed(error) => error,
+        }
+    }
+}
+
+async fn start_stdio_as(
+    spec: &ServerSpec,
+    launch: &Launch,
+    purpose: Purpose,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Started, Probed> {
+    let probing = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
+    let (mut child, pipes) = process::spawn(&spec.name, launch, spec.max_result_bytes)
+        .map_err(|e| Probed::Failed(e.into()))?;
     let (changes, interactions, handler) = parts(spec, purpose);
     let pipe = PipeTransport::new(pipes.stdout, pipes.stdin);
     let lane = pipe.lane();
     let transport = Tapped::new(pipe, interactions.clone());
+    let mut closed_on_probe = false;
     let startup = async {
         let service = tokio::select! {
-            service = handler.serve(transport) => service
-                .map_err(|e| StartFailure::Initialize(explain(&e)))?,
-            exit = child.wait() => return Err(StartFailure::ExitedDuringInitialize(exit)),
+            service = handler.serve_with_lifecycle(transport, lifecycle) => match service {
+                Ok(service) => service,
+                Err(error) => {
+                    closed_on_probe = probing && probe_went_wrong(&error);
+                    return Err(StartFailure::Initialize(explain(&error)));
+                }
+            },
+            exit = child.wait() => {
+                closed_on_probe = probing;
+                return Err(StartFailure::ExitedDuringInitialize(exit));
+            }
         };
+        settle(&service).await;
         let listing = first_listing(spec, &service, purpose).await?;
         Ok((service, listing))
     };
-    match tokio::time::timeout(spec.init_timeout, startup).await {
+    let started = tokio::time::timeout(spec.init_timeout, startup).await;
+    match started {
         Ok(Ok((service, listing))) => {
             let faults = Faults {
                 stream: child.stdout_verdict(),
@@ -192,17 +250,58 @@ async fn start_stdio(
             .with_lane(lane);
             Ok((session, listing))
         }
-        Ok(Err(failure)) => Err(fail(child, failure).await),
+        Ok(Err(failure)) if closed_on_probe => {
+            Err(Probed::ClosedOnProbe(fail(child, failure).await))
+        }
+        Ok(Err(failure)) => Err(Probed::Failed(fail(child, failure).await)),
         Err(_) => {
             let tail = child.stderr_tail();
             child.stop(STOP_GRACE).await;
-            Err(StartError {
+            Err(Probed::Failed(StartError {
                 failure: StartFailure::InitTimeout(spec.init_timeout),
                 exit: None,
                 stderr: tail.summary(),
-            })
+            }))
         }
     }
+}
+
+/// How a session starts: `server/discover` for 2026-07-28, else the 2025-11-25 handshake.
+fn probing() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        // Without it rmcp would offer its own latest, 2026-07-28, to `initialize`.
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
+/// Whether a start failed in a way a server from before 2026-07-28 can cause by how it takes
+/// `server/discover`, which rmcp reports as an error rather than a legacy answer: it went away
+/// (an SDK that takes nothing before `initialize` and exits), answered with something else
+/// than a discover result (the spec counts any such answer as legacy), or answered late, after
+/// rmcp had moved on to `initialize` (its probe waits 10 s at most).
+fn probe_went_wrong(error: &ClientInitializeError) -> bool {
+    match error {
+        ClientInitializeError::ConnectionClosed(_)
+        | ClientInitializeError::ExpectedInitResult(_)
+        | ClientInitializeError::ExpectedInitResponse(_)
+        | ClientInitializeError::ConflictInitResponseId(..)
+        | ClientInitializeError::UncorrelatedErrorResponse { .. } => true,
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => {
+            matches!(**fallback, ClientInitializeError::ConnectionClosed(_))
+        }
+        _ => false,
+    }
+}
+
+/// What every started session is set to before it is used: rmcp's client keeps a response
+/// cache for lists and reads, which a broker must not have (it lists on the server's
+/// notifications, and one session serves many callers).
+async fn settle(service: &RunningService<RoleClient, Handler>) {
+    service
+        .peer()
+        .set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
 }
 
 /// A start-up failure of a process: waits briefly for its exit status, stops it, and says what
@@ -274,19 +373,31 @@ async fn start_http(
             // A result over the limit ends its call, not the broker's memory.
             config.max_sse_event_size = max;
             config.max_json_response_size = max;
-            let client = TracedClient::new(
-                client,
-                shared.clone(),
-                faults.oversized.clone(),
-                authorizer,
-                interactions.clone(),
-            );
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let transport = Tapped::new(
-                IntoTransport::<RoleClient, _, _>::into_transport(transport),
-                interactions.clone(),
-            );
-            let service = initialize(handler, transport).await.map_err(&why)?;
+            let connect = |lifecycle| {
+                let client = TracedClient::new(
+                    client.clone(),
+                    shared.clone(),
+                    faults.oversized.clone(),
+                    authorizer.clone(),
+                    interactions.clone(),
+                );
+                let transport = StreamableHttpClientTransport::with_client(client, config.clone());
+                let transport = Tapped::new(
+                    IntoTransport::<RoleClient, _, _>::into_transport(transport),
+                    interactions.clone(),
+                );
+                handler.clone().serve_with_lifecycle(transport, lifecycle)
+            };
+            let service = match connect(probing()).await {
+                Err(error) if probe_went_wrong(&error) => {
+                    tracing::info!(server = %spec.name, %error, "server/discover went wrong; connecting again with initialize");
+                    connect(ClientLifecycleMode::Initialize).await
+                }
+                started => started,
+            };
+            let service = service
+                .map_err(|e| StartFailure::Initialize(explain(&e)))
+                .map_err(&why)?;
             (service, Transport::StreamableHttp, faults)
         }
         Detected::Sse(transport) => {
@@ -295,13 +406,16 @@ async fn start_http(
                 ..faults
             };
             let transport = Tapped::new(*transport, interactions.clone());
+            // The HTTP+SSE transport predates 2026-07-28.
+            let lifecycle = ClientLifecycleMode::Initialize;
             (
-                initialize(handler, transport).await?,
+                initialize(handler, transport, lifecycle).await?,
                 Transport::Sse,
                 faults,
             )
         }
     };
+    settle(&service).await;
     let listing = first_listing(spec, &service, purpose).await.map_err(&why)?;
     let session = Session::new(service, None, (changes, interactions), transport, faults)
         .with_headers(shared);
@@ -319,17 +433,18 @@ fn resume_policy() -> ExponentialBackoff {
     policy
 }
 
-/// The MCP handshake over an HTTP transport.
+/// The start of a session over an HTTP transport, as `lifecycle` says.
 async fn initialize<T, E, A>(
     handler: Handler,
     transport: T,
+    lifecycle: ClientLifecycleMode,
 ) -> Result<RunningService<RoleClient, Handler>, StartFailure>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
     handler
-        .serve(transport)
+        .serve_with_lifecycle(transport, lifecycle)
         .await
         .map_err(|e| StartFailure::Initialize(explain(&e)))
 }

@@ -30,13 +30,10 @@ use rmcp::model::{
     ElicitationAction, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
     RequestId,
 };
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 use self::ties::{Abandoned, Tie, Ties};
-use crate::{
-    conversation::{Conversation, Interaction},
-    domain::caller::CallerKey,
-};
+use crate::{conversation::Conversation, domain::caller::CallerKey};
 
 mod ties;
 
@@ -209,18 +206,7 @@ impl Interactions {
                 return ElicitResult::new(ElicitationAction::Decline);
             }
         };
-        let (answer, answered) = oneshot::channel();
-        let _waiting = conversation.waiting();
-        if !conversation
-            .ask(Interaction::Elicit { params, answer })
-            .await
-        {
-            return ElicitResult::new(ElicitationAction::Decline);
-        }
-        // The call ended, or its client went away, before an answer.
-        answered
-            .await
-            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
+        conversation.elicit(params).await
     }
 
     /// The server asks the client's model (`sampling/createMessage` with id `request`): the
@@ -239,17 +225,7 @@ impl Interactions {
                 ));
             }
         };
-        let (answer, answered) = oneshot::channel();
-        let _waiting = conversation.waiting();
-        if !conversation
-            .ask(Interaction::Sample { params, answer })
-            .await
-        {
-            return Err("the call's client went away".into());
-        }
-        answered
-            .await
-            .unwrap_or_else(|_| Err("the call ended before its client answered".into()))
+        conversation.sample(params).await
     }
 
     /// The interactive call a server request belongs to, if one can be told: on a shared
@@ -372,6 +348,11 @@ impl Registration<'_> {
     /// The request's answer came (a result or an error): the server is done with it.
     pub fn answered(&mut self) {
         self.answered = true;
+    }
+
+    /// The call goes on with another request (a 2026-07-28 round): not answered until it is.
+    pub fn resent(&mut self) {
+        self.answered = false;
     }
 }
 

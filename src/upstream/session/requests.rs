@@ -12,7 +12,8 @@ use rmcp::{
     RoleClient,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-        ClientRequest, RequestId, RequestMetaObject, ServerResult,
+        ClientRequest, ErrorCode, RequestId, RequestMetaObject, ServerResult,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::{Peer, PeerRequestOptions, ServiceError},
 };
@@ -26,10 +27,12 @@ use crate::upstream::{
     session::classify::{classify, lacked_token, not_a_tool_result},
     session::interactions::Registration,
     session::link::Link,
+    session::listen::Unconfirmed,
+    session::rounds::MAX_ROUNDS,
     transport::stdio::call_lane::ServerAnswer,
 };
 use crate::{
-    conversation::Conversation,
+    conversation::{Conversation, Pulse},
     domain::{
         call::Timing,
         caller::{CallerKey, CallerValues},
@@ -172,27 +175,93 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
         self.on_replica(caller, async |replica: &Replica| {
-            // Counted before it goes out: what the server sends during it is not another
-            // caller's streaming call's.
-            let mut registration = replica.interactions.begin(None, Some(caller.key()));
-            let handle = replica
-                .peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await
-                .map_err(|e| self.classify(replica, None, e))?;
-            let id = handle.id.clone();
-            let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
-            let Ok(answer) = tokio::time::timeout(timeout, handle.await_response()).await else {
-                return Err(RequestError::Timeout {
-                    server: self.server.clone(),
-                    after: timeout,
-                });
-            };
-            guard.disarm();
-            registration.answered();
-            answer.map_err(|e| self.classify(replica, Some(&id), e))
+            self.request_on(replica, caller, request, timeout).await
         })
         .await
+    }
+
+    /// Starts (`on`) or stops following the resource `uri` on the session `caller`'s requests
+    /// go to: `resources/subscribe` or `unsubscribe` on a session before 2026-07-28, the
+    /// session's listen stream on one after.
+    #[expect(
+        deprecated,
+        reason = "servers before MCP 2026-07-28 take resources/subscribe"
+    )]
+    pub async fn follow_resource(
+        &self,
+        caller: &dyn CallerValues,
+        uri: &str,
+        on: bool,
+    ) -> Result<(), RequestError> {
+        self.on_replica(caller, async |replica: &Replica| {
+            if let Some(stateless) = &replica.stateless {
+                let Some(generation) = stateless.watched.set(uri, on).filter(|_| on) else {
+                    return Ok(());
+                };
+                // Subscribed once the server acknowledged a stream asking for it.
+                return match stateless.watched.confirmed(generation, self.timeout).await {
+                    Ok(()) => Ok(()),
+                    Err(Unconfirmed::Late) => Err(RequestError::Timeout {
+                        server: self.server.clone(),
+                        after: self.timeout,
+                    }),
+                    Err(Unconfirmed::Refused) => Err(RequestError::ServerError {
+                        server: self.server.clone(),
+                        code: ErrorCode::METHOD_NOT_FOUND.0,
+                        message: "it takes no subscriptions/listen".into(),
+                    }),
+                };
+            }
+            let request = if on {
+                ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+                    SubscribeRequestParams::new(uri),
+                ))
+            } else {
+                ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+                    UnsubscribeRequestParams::new(uri),
+                ))
+            };
+            self.request_on(replica, caller, request, self.timeout)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn request_on(
+        &self,
+        replica: &Replica,
+        caller: &dyn CallerValues,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<ServerResult, RequestError> {
+        // Counted before it goes out: what the server sends during it is not another
+        // caller's streaming call's.
+        let mut registration = replica.interactions.begin(None, Some(caller.key()));
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(stateless) = &replica.stateless {
+            // No client to ask: the server must not count on one (it answers without, or
+            // its `input_required` is not a result this request takes).
+            let mut meta = RequestMetaObject::default();
+            stateless.stamp(&mut meta, None);
+            options = options.with_meta(meta);
+        }
+        let handle = replica
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.classify(replica, None, e))?;
+        let id = handle.id.clone();
+        let mut guard = CancelOnDrop::new(&replica.peer, id.clone());
+        let Ok(answer) = tokio::time::timeout(timeout, handle.await_response()).await else {
+            return Err(RequestError::Timeout {
+                server: self.server.clone(),
+                after: timeout,
+            });
+        };
+        guard.disarm();
+        registration.answered();
+        answer.map_err(|e| self.classify(replica, Some(&id), e))
     }
 
     /// Runs `send` on the session `caller`'s requests go to (the caller's own on a per-caller
@@ -253,12 +322,13 @@ impl Upstream {
     /// that does not read its stdin holds the write up); the server is told to cancel it if
     /// this future is dropped or the time runs out once the request went out (the lane's
     /// [`Sent`](crate::upstream::transport::stdio::call_lane::Sent) does so itself, and withdraws a request not yet
-    /// written).
+    /// written). On 2026-07-28 the request declares what its client can answer, and a server
+    /// that asks for input gets it in rounds ([`rounds`](super::rounds)).
     async fn send(
         &self,
         replica: &Replica,
         params: CallToolRequestParams,
-        meta: RequestMetaObject,
+        mut meta: RequestMetaObject,
         timing: Timing,
         asked: Asked<'_>,
         span: &Span,
@@ -269,33 +339,93 @@ impl Upstream {
         } = asked;
         let pulse = conversation.as_ref().map(|c| c.pulse_handle());
         // Registered before the request goes out: the server may ask back at once.
-        let mut registration = replica.interactions.begin(conversation, Some(caller));
+        let mut registration = replica
+            .interactions
+            .begin(conversation.clone(), Some(caller));
         let deadline = tokio::time::sleep(timing.timeout);
         tokio::pin!(deadline);
-        let sending = start(replica, params, meta, &registration);
+        let mut round = Round {
+            replica,
+            registration: &mut registration,
+            deadline: deadline.as_mut(),
+            pulse: pulse.as_deref(),
+            timing,
+            span,
+        };
+        let Some(stateless) = &replica.stateless else {
+            let answer = self.round(&mut round, params, meta).await?;
+            return self.tool_result(answer);
+        };
+        let hard = Instant::now() + timing.max;
+        stateless.stamp(&mut meta, conversation.as_ref().map(Conversation::answers));
+        let mut again = params.clone();
+        let mut sending = params;
+        for rounds in 1.. {
+            let answer = self.round(&mut round, sending, meta.clone()).await?;
+            let ServerResult::InputRequiredResult(input) = answer else {
+                return self.tool_result(answer);
+            };
+            if rounds > MAX_ROUNDS {
+                return Err(RequestError::BadResult {
+                    server: self.server.clone(),
+                    reason: format!("it asked for input {rounds} times in one call"),
+                });
+            }
+            let requests = input.input_requests.unwrap_or_default();
+            let answering = stateless.answer(requests, conversation.as_ref());
+            let answers = tokio::time::timeout_at(hard.into(), answering)
+                .await
+                .map_err(|_| self.timed_out(timing))?
+                .map_err(|reason| RequestError::InputNotGiven {
+                    server: self.server.clone(),
+                    reason,
+                })?;
+            again.input_responses = (!answers.is_empty()).then_some(answers);
+            // Echoed as it came, byte for byte (a `String` never re-encoded).
+            again.request_state = input.request_state;
+            sending = again.clone();
+        }
+        unreachable!("the rounds end by a return")
+    }
+
+    /// One request of a call and its answer (a result or a JSON-RPC error), within the call's
+    /// time.
+    async fn round(
+        &self,
+        round: &mut Round<'_, '_>,
+        params: CallToolRequestParams,
+        meta: RequestMetaObject,
+    ) -> Result<ServerResult, RequestError> {
+        let replica = round.replica;
+        round.registration.resent();
+        let sending = start(replica, params, meta, round.registration);
         let (id, response, mut guard) = tokio::select! {
             biased;
             sent = sending => sent.map_err(|e| self.classify(replica, None, e))?,
-            () = &mut deadline => return Err(self.timed_out(timing)),
+            () = &mut round.deadline => return Err(self.timed_out(round.timing)),
         };
-        span.record("jsonrpc.request.id", field::display(&id));
-        let answer = match pulse {
+        round.span.record("jsonrpc.request.id", field::display(&id));
+        let answer = match round.pulse {
             None => tokio::select! {
                 biased;
                 answer = response => Some(answer),
-                () = &mut deadline => None,
+                () = &mut round.deadline => None,
             },
-            Some(pulse) => pulse.within(timing, response).await,
+            Some(pulse) => pulse.within(round.timing, response).await,
         };
         let Some(answer) = answer else {
-            return Err(self.timed_out(timing));
+            return Err(self.timed_out(round.timing));
         };
         if let Some(guard) = &mut guard {
             guard.disarm();
         }
-        registration.answered();
-        drop(registration);
-        match answer.map_err(|e| self.classify(replica, Some(&id), e))? {
+        round.registration.answered();
+        answer.map_err(|e| self.classify(replica, Some(&id), e))
+    }
+
+    /// The tool result a final answer holds.
+    fn tool_result(&self, answer: ServerResult) -> Result<CallToolResult, RequestError> {
+        match answer {
             ServerResult::CallToolResult(result) => Ok(result),
             // Some servers answer a tool with no output with `{}`.
             ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
@@ -415,6 +545,17 @@ async fn start(
             (id, Either::Right(response), Some(guard))
         }
     })
+}
+
+/// What every request of one call shares: its session, its registration, and its time.
+struct Round<'r, 'a> {
+    replica: &'r Replica,
+    registration: &'r mut Registration<'a>,
+    /// The unary call's timeout (a streaming call's is its pulse's).
+    deadline: std::pin::Pin<&'r mut tokio::time::Sleep>,
+    pulse: Option<&'r Pulse>,
+    timing: Timing,
+    span: &'r Span,
 }
 
 /// Who a call's server may ask back: the streaming call's client (if any), for `caller`.

@@ -5,13 +5,13 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{ClientRequest, ProtocolVersion},
+    model::ClientRequest,
     service::{Peer, QuitReason, RunningService, RunningServiceCancellationToken, ServiceError},
 };
 use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::upstream::{
-    session::client_handler::Changes, session::icons::icons, session::interactions::Interactions,
+    session::changes::Changes, session::icons::icons, session::interactions::Interactions,
     session::offers_list,
 };
 
@@ -27,6 +27,8 @@ use crate::upstream::{
     session::classify::lacked_token,
     session::client_handler::Handler,
     session::link::Link,
+    session::listen,
+    session::rounds::Stateless,
     session::tools_list,
     transport::explain::explain,
     transport::faults::Faults,
@@ -58,6 +60,10 @@ pub struct Session {
     pub launch_digest: Option<u64>,
     /// Where its tool calls go, when not through rmcp (stdio).
     lane: Option<Arc<CallLane>>,
+    /// On 2026-07-28: what each request declares and how its rounds are answered.
+    stateless: Option<Arc<Stateless>>,
+    /// On 2026-07-28: the task that listens for the server's changes.
+    listening: Option<tokio::task::AbortHandle>,
 }
 
 /// How rmcp's session loop ended.
@@ -74,6 +80,19 @@ impl Session {
     ) -> Self {
         let peer = service.peer().clone();
         let peer_info = peer_info(&peer);
+        let stateless = peer
+            .peer_info()
+            .map(|info| info.protocol_version.clone())
+            .filter(|version| !version.has_initialize())
+            .map(|version| Arc::new(service.service().stateless(version)));
+        let listening = stateless.clone().map(|stateless| {
+            let (peer, changes) = (peer.clone(), changes.clone());
+            let server = service.service().server().clone();
+            tokio::spawn(async move {
+                listen::listen(peer, changes, &stateless.watched, server).await;
+            })
+            .abort_handle()
+        });
         let cancel = service.cancellation_token();
         Session {
             peer,
@@ -88,6 +107,8 @@ impl Session {
             headers: None,
             launch_digest: None,
             lane: None,
+            stateless,
+            listening,
         }
     }
 
@@ -97,18 +118,10 @@ impl Session {
         self
     }
 
-    /// Tool calls sent on `lane`, on a protocol with a handshake (calls of a later one carry
-    /// per-request metadata that rmcp adds, so they stay with rmcp).
+    /// Tool calls sent on `lane` (on 2026-07-28 with the per-request metadata rmcp would add,
+    /// see [`Stateless::stamp`]).
     pub(in crate::upstream) fn with_lane(mut self, lane: Arc<CallLane>) -> Self {
-        let version = self
-            .peer
-            .peer_info()
-            .map(|info| info.protocol_version.clone());
-        if version.is_some_and(|version| {
-            version.has_initialize() && version < ProtocolVersion::V_2026_07_28
-        }) {
-            self.lane = Some(lane);
-        }
+        self.lane = Some(lane);
         self
     }
 
@@ -126,6 +139,7 @@ impl Session {
             self.faults.clone(),
             self.interactions.clone(),
             self.lane.clone(),
+            self.stateless.clone(),
         )
     }
 
@@ -233,6 +247,9 @@ impl Session {
     /// Closes the session: ends the MCP loop (which closes the server's stdin), then stops the
     /// process. Returns how the process ended (stdio).
     pub async fn close(mut self) -> Option<ProcessExit> {
+        if let Some(listening) = self.listening.take() {
+            listening.abort();
+        }
         if let Some((cancel, task)) = self.service.take() {
             cancel.cancel();
             let _ = task.await;

@@ -84,6 +84,14 @@ pub fn interactive(name: &str) -> Server {
     command(name, &python, &[&script.display().to_string()])
 }
 
+/// `tests/python/modern_mcp_server.py` over stdio: a server that speaks only 2026-07-28 and
+/// asks in rounds (see its docstring).
+pub fn modern(name: &str) -> Server {
+    let python = super::python::python().display().to_string();
+    let script = super::repo().join("tests/python/modern_mcp_server.py");
+    command(name, &python, &[&script.display().to_string()])
+}
+
 /// server-memory over stdio (its knowledge graph in the file `MEMORY_FILE_PATH` names).
 pub fn memory(name: &str) -> Server {
     let js = super::memory_js().display().to_string();

@@ -165,4 +165,10 @@ impl InteractiveHttpServer {
         let (child, url) = launch("tests/python/interactive_mcp_server.py", &["--http", "0"]).await;
         Self { _child: child, url }
     }
+
+    /// `tests/python/modern_mcp_server.py` (2026-07-28 only) instead, on a free port.
+    pub async fn modern() -> Self {
+        let (child, url) = launch("tests/python/modern_mcp_server.py", &["--http", "0"]).await;
+        Self { _child: child, url }
+    }
 }

@@ -34,7 +34,7 @@ use super::{
 };
 use crate::{
     auth::Caller,
-    conversation::{Conversation, Interaction},
+    conversation::{Answers, Conversation, Interaction},
     core::{
         broker::Called,
         call_audit::{Answered, Draft},
@@ -56,6 +56,14 @@ struct Asked<'a> {
     caller: &'a Caller,
 }
 
+/// What a client that declared `capabilities` can answer.
+pub(super) fn answers_of(capabilities: Option<&ClientCapabilities>) -> Answers {
+    Answers {
+        elicit: capabilities.is_some_and(|c| c.elicitation.is_some()),
+        sample: capabilities.is_some_and(|c| c.sampling.is_some()),
+    }
+}
+
 /// Where one call came from and where what happens during it goes.
 #[derive(Clone, Copy)]
 struct CallSource<'a> {
@@ -65,6 +73,8 @@ struct CallSource<'a> {
     progress: Option<&'a ProgressToken>,
     /// The way back to the client.
     relay: Relay<'a>,
+    /// What the client can answer.
+    answers: Answers,
 }
 
 impl Face {
@@ -76,6 +86,7 @@ impl Face {
         meta: &RequestMetaObject,
         extensions: &Extensions,
         relay: Relay<'_>,
+        answers: Answers,
     ) -> Result<CallToolResponse, ErrorData> {
         let incoming = incoming_trace(meta, extensions);
         let (span, trace_id) = server_span("tools/call", &incoming);
@@ -85,6 +96,7 @@ impl Face {
             extensions,
             progress: progress.as_ref(),
             relay,
+            answers,
         };
         self.call(request, source, &incoming, trace_id)
             .instrument(span)
@@ -145,6 +157,7 @@ impl Face {
     ) -> Result<Called, RequestError> {
         let values = FaceCaller::of(asked.caller, source.extensions);
         let (conversation, mut events) = Conversation::new();
+        let conversation = conversation.answering(source.answers);
         let call = self.calls.run(ToolCall {
             name: asked.name,
             arguments: RawArguments {
@@ -288,9 +301,12 @@ impl Face {
         let face = self.clone();
         let meta = context.meta.clone();
         let extensions = context.extensions.clone();
+        let answers = answers_of(context.client_capabilities().as_ref());
         let task = tokio::spawn(async move {
             let relay = Relay::Rounds(&sender);
-            let answer = face.traced_call(request, &meta, &extensions, relay).await;
+            let answer = face
+                .traced_call(request, &meta, &extensions, relay, answers)
+                .await;
             let _ = sender.send(Turn::Done(answer)).await;
         });
         Running::new(turns, task.abort_handle())

@@ -44,6 +44,8 @@ use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::conversation::Answers;
+
 use super::{
     Face,
     directory::Directory,
@@ -149,7 +151,8 @@ impl DirectCalls {
             let PlainCall { id, mut params, .. } = call;
             let meta = params.meta.take().unwrap_or_default();
             let relay = Relay::Stream(&answers);
-            let call = face.traced_call(params, &meta, &extensions, relay);
+            // The session's client is asked whatever it declared (its stream answers for it).
+            let call = face.traced_call(params, &meta, &extensions, relay, Answers::ALL);
             // A call the client cancelled gets no answer, as the spec asks of its receiver;
             // one still running when the face closes gets none either.
             let answered = tokio::select! {

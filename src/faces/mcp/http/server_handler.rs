@@ -28,7 +28,7 @@ use rmcp::{
 use tokio_util::sync::CancellationToken;
 
 use crate::faces::mcp::http::{
-    changes,
+    call, changes,
     directory::Directory,
     face_sessions::SessionKey,
     relay::Relay,
@@ -248,7 +248,8 @@ impl ServerHandler for Face {
             return self.call_in_rounds(request, &context).await;
         }
         let relay = Relay::Peer(&context.peer);
-        let call = self.traced_call(request, &context.meta, &context.extensions, relay);
+        let answers = call::answers_of(context.client_capabilities().as_ref());
+        let call = self.traced_call(request, &context.meta, &context.extensions, relay, answers);
         tokio::select! {
             // The client cancelled: the call is dropped, which cancels it upstream.
             () = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
@@ -314,6 +315,9 @@ impl ServerHandler for Face {
                 self.depends_on_caller(&context.extensions),
             );
             result.hint(hints);
+        } else {
+            // An older client is told nothing of reuse, whatever the server said.
+            (result.ttl_ms, result.cache_scope) = (None, None);
         }
         Ok(result.into())
     }

@@ -11,6 +11,8 @@ use rmcp::model::{
 
 use tokio::{sync::mpsc, time::Instant};
 
+use crate::conversation::Interaction;
+
 use super::*;
 use crate::domain::call::Timing;
 

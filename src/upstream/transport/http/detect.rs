@@ -1,10 +1,12 @@
 //! Which HTTP transport a bare `url` speaks, as the MCP spec's backwards-compatibility section
 //! says: POST `initialize` to the URL; if that succeeds it is streamable HTTP, if it fails with
-//! 400, 404 or 405 GET the URL and expect the legacy SSE `endpoint` event.
+//! 400, 404 or 405 GET the URL and expect the legacy SSE `endpoint` event. A 400 whose body is
+//! one of MCP 2026-07-28's own errors (an unsupported version: a server without the handshake)
+//! is streamable HTTP too, as 2026-07-28's backward-compatibility rules say.
 
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::model::{
-    ClientConfig, ClientJsonRpcMessage, ClientRequest, InitializeRequest, NumberOrString,
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, InitializeRequest, NumberOrString,
 };
 use url::Url;
 
@@ -40,6 +42,9 @@ pub async fn detect(
         s if s.is_success() => {
             speaks_mcp(response.headers())?;
             end_probe_session(client, url, &headers.get(), response.headers()).await;
+            Ok(Detected::StreamableHttp)
+        }
+        StatusCode::BAD_REQUEST if modern_refusal(&response.bytes().await.unwrap_or_default()) => {
             Ok(Detected::StreamableHttp)
         }
         StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
@@ -79,6 +84,22 @@ pub async fn probe(
         .await
 }
 
+/// Whether `body` is a JSON-RPC error only a 2026-07-28 server sends (an unsupported
+/// protocol version, a missing client capability, a header mismatch).
+fn modern_refusal(body: &[u8]) -> bool {
+    const MODERN: [ErrorCode; 3] = [
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ErrorCode::HEADER_MISMATCH,
+    ];
+    let Ok(message) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    message["error"]["code"]
+        .as_i64()
+        .is_some_and(|code| MODERN.iter().any(|modern| i64::from(modern.0) == code))
+}
+
 /// A streamable HTTP server answers `initialize` with JSON or an event stream, not a web page.
 fn speaks_mcp(headers: &HeaderMap) -> Result<(), StartFailure> {
     let content_type = headers
@@ -111,4 +132,22 @@ pub async fn end_probe_session(
         .header("mcp-session-id", session.clone())
         .send()
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::modern_refusal;
+
+    #[test]
+    fn only_2026_errors_say_streamable_http() {
+        let refusal = |code: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":0,"error":{{"code":{code},"message":"m"}}}}"#)
+        };
+        assert!(modern_refusal(refusal(-32022).as_bytes()));
+        assert!(modern_refusal(refusal(-32021).as_bytes()));
+        assert!(modern_refusal(refusal(-32020).as_bytes()));
+        assert!(!modern_refusal(refusal(-32600).as_bytes()));
+        assert!(!modern_refusal(b"Bad Request"));
+        assert!(!modern_refusal(b""));
+    }
 }
