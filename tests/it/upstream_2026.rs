@@ -232,3 +232,19 @@ async fn a_2026_client_of_the_face_answers_a_2026_servers_questions() {
         "a client that cannot answer is not asked: {seen}"
     );
 }
+
+#[tokio::test]
+async fn mcp_stdio_asks_a_2026_client_in_rounds() {
+    // The bridge has no requests to send a 2026-07-28 client either: its calls' questions
+    // (from a 2025 server's requests or a 2026 server's rounds) become rounds of its own.
+    let http = InteractiveHttpServer::modern().await;
+    let broker = broker(&http).await;
+    let addr = broker.addr.to_string();
+    for prefix in ["py_", "m_"] {
+        let bridge = [common::toolbroker_bin(), "mcp-stdio", "--broker", &addr];
+        let args = [&["--stdio", prefix][..], &bridge[..]].concat();
+        let seen = common::python::run_script("face_rounds.py", &args).await;
+        answered_in_rounds(&seen);
+        assert_eq!(seen["unasked"], "declined", "{prefix}: {seen}");
+    }
+}

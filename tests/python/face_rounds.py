@@ -4,7 +4,8 @@ broker's MCP face, in rounds (`input_required`, then the call again with its ans
 `python face_rounds.py URL [PREFIX]` calls `py_ask` (elicitation: answered "blue") and
 `py_sample` (sampling: answered "hi!") of the interactive test server behind the face (or the
 `ask` and `sample` of the server whose tools have PREFIX), then `py_ask` again with a client
-that declares no elicitation, and prints one JSON line:
+that declares no elicitation, and prints one JSON line (`--stdio PREFIX COMMAND ARGS...`: the
+same through `toolbroker mcp-stdio` started as COMMAND ARGS):
 {"version", "ask", "sample", "asked": [messages the callback saw], "unasked"}.
 """
 
@@ -15,11 +16,11 @@ import json
 import sys
 from typing import Any
 
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 
 
-async def main(url: str, prefix: str) -> None:
+async def main(server: str | StdioServerParameters, prefix: str) -> None:
     asked: list[str] = []
 
     async def on_elicit(context: Any, params: Any) -> ElicitResult:
@@ -32,11 +33,11 @@ async def main(url: str, prefix: str) -> None:
             role="assistant", content=TextContent(type="text", text="hi!"), model="test", stop_reason="endTurn"
         )
 
-    async with Client(url, mode="auto", elicitation_callback=on_elicit, sampling_callback=on_sample) as client:
+    async with Client(server, mode="auto", elicitation_callback=on_elicit, sampling_callback=on_sample) as client:
         version = client.protocol_version
         ask = await client.call_tool(f"{prefix}ask", {"question": "Favourite colour?"})
         sample = await client.call_tool(f"{prefix}sample", {"prompt": "Say hi"})
-    async with Client(url, mode="auto") as plain:
+    async with Client(server, mode="auto") as plain:
         unasked = await plain.call_tool(f"{prefix}ask", {"question": "Anyone?"})
     print(
         json.dumps(
@@ -53,4 +54,8 @@ async def main(url: str, prefix: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "py_"))
+    if sys.argv[1] == "--stdio":
+        command = sys.argv[3:]
+        asyncio.run(main(StdioServerParameters(command=command[0], args=command[1:]), sys.argv[2]))
+    else:
+        asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "py_"))

@@ -30,7 +30,6 @@ use super::{
     Face,
     relay::Relay,
     request::{Asker, FaceCaller, incoming_trace, server_span},
-    rounds::{self, Question, Running, Turn},
 };
 use crate::{
     auth::Caller,
@@ -40,11 +39,12 @@ use crate::{
         call_audit::{Answered, Draft},
         tool_call::ToolCall,
     },
-    domain::{call::RawArguments, caller::CallerKey, request_error::RequestError},
+    domain::{call::RawArguments, request_error::RequestError},
     faces::mcp::model::{
         cache,
         refusal::{Refusal, refused_call},
     },
+    faces::mcp::rounds::{self, Running, Turn},
     telemetry::{context::TraceHeaders, semconv},
 };
 
@@ -259,44 +259,23 @@ async fn relay(source: CallSource<'_>, event: Interaction) {
 
 impl Face {
     /// One `tools/call` of a 2026-07-28 client: its call's questions asked in rounds (see
-    /// [`rounds`](super::rounds)). A first request starts the call; one with a `requestState`
-    /// resumes the call it names with the client's answer.
+    /// [`rounds`]).
     pub(super) async fn call_in_rounds(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = Asker::of(&context.extensions).caller.key;
-        let binding = rounds::binding(&owner, &request.name, request.arguments.as_ref());
-        let (running, pending) = match request.request_state.take() {
-            Some(state) => {
-                let parked = self
-                    .rounds
-                    .resume(&state, &owner, &binding)
-                    .map_err(|_| ErrorData::invalid_params(STATE_NOT_VALID, None))?;
-                match parked.answer(request.input_responses.as_ref()) {
-                    Ok(running) => (running, None),
-                    // No answer to the question: asked again, as the spec advises.
-                    Err((running, question)) => (running, Some(question)),
-                }
-            }
-            None => (self.start_in_rounds(request, context), None),
-        };
-        let round = Round {
-            owner: &owner,
-            binding: &binding,
-            capabilities: context.client_capabilities(),
-        };
-        self.follow_round(running, pending, &round, context).await
+        let start = |request| self.start_in_rounds(request, context);
+        rounds::call_in_rounds(&self.rounds, &owner, request, context, start).await
     }
 
     /// Starts `request` in a task of its own, which says what it does on the call's turns.
     fn start_in_rounds(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Running {
-        request.input_responses = None;
         let (sender, turns) = mpsc::channel(64);
         let face = self.clone();
         let meta = context.meta.clone();
@@ -311,70 +290,4 @@ impl Face {
         });
         Running::new(turns, task.abort_handle())
     }
-
-    /// Follows `running` until it answers or asks (then parked, and the question is the
-    /// answer), asking `pending` first; a question the client cannot answer is declined.
-    async fn follow_round(
-        &self,
-        mut running: Running,
-        mut pending: Option<Question>,
-        round: &Round<'_>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        loop {
-            let question = match pending.take() {
-                Some(question) => question,
-                None => {
-                    let turn = tokio::select! {
-                        turn = running.turns.recv() => turn,
-                        // The client left: dropping `running` ends the call (cancelled upstream).
-                        () = context.ct.cancelled() => {
-                            return Err(ErrorData::internal_error("cancelled by the client", None));
-                        }
-                    };
-                    match turn {
-                        Some(Turn::Done(answer)) => return answer,
-                        Some(Turn::Notify(notification)) => {
-                            let _ = context.peer.send_notification(notification).await;
-                            continue;
-                        }
-                        Some(Turn::Ask(request, answer)) => Question {
-                            request: Box::new(request),
-                            answer,
-                        },
-                        None => {
-                            return Err(ErrorData::internal_error(
-                                "the call ended without an answer",
-                                None,
-                            ));
-                        }
-                    }
-                }
-            };
-            if !rounds::can_answer(round.capabilities.as_ref(), &question.request) {
-                // Unanswered: the call takes it as declined.
-                continue;
-            }
-            match self
-                .rounds
-                .park(round.owner, round.binding, running, question)
-            {
-                Ok(asked) => return Ok(CallToolResponse::InputRequired(asked)),
-                // Too many of the caller's calls wait already: this question is declined.
-                Err((back, _declined)) => running = back,
-            }
-        }
-    }
-}
-
-/// What a 2026-07-28 client is told of a `requestState` the face cannot take (one message
-/// for every reason: forged, another caller's or call's, expired, used).
-const STATE_NOT_VALID: &str = "requestState is not one this MCP face gave for this caller and \
-     call, or it has expired or was used already: call the tool again without it";
-
-/// Who asks in a round, the call it is bound to, and what the client can answer.
-struct Round<'a> {
-    owner: &'a CallerKey,
-    binding: &'a [u8],
-    capabilities: Option<ClientCapabilities>,
 }

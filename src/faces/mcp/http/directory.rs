@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
+use crate::faces::mcp::unguessable::unguessable;
 
 /// The prefix of the ids of the questions the face asks on a call's own answer stream: rmcp's
 /// peer numbers its own requests, so these cannot collide with them. The rest is 128 random
@@ -226,15 +227,6 @@ fn question(request: &RequestId) -> Option<&str> {
         RequestId::String(id) => id.strip_prefix(QUESTION_PREFIX),
         RequestId::Number(_) => None,
     }
-}
-
-/// 128 bits from the operating system's random source, in decimal: the face's ids no one can
-/// guess (questions, parked calls).
-pub(super) fn unguessable() -> String {
-    let mut bytes = [0u8; 16];
-    // The OS source fails only where nothing can run (no /dev/urandom, no getrandom(2)).
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    u128::from_be_bytes(bytes).to_string()
 }
 
 #[cfg(test)]

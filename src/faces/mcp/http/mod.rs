@@ -16,7 +16,6 @@ mod plain_request;
 mod refused_calls;
 mod relay;
 mod request;
-mod rounds;
 mod server_handler;
 mod serving;
 mod session;

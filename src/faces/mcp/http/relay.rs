@@ -12,12 +12,13 @@ use rmcp::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{directory::Directory, rounds::Turn};
+use super::directory::Directory;
+use crate::faces::mcp::rounds::Turn;
 
 // How long a question to the client may wait for its answer before it is declined (the
 // call's own timeout is paused meanwhile, its `max_timeout` still holds): one rule for
 // questions in sessions and in rounds.
-use super::rounds::QUESTION_TIMEOUT;
+use crate::faces::mcp::rounds::QUESTION_TIMEOUT;
 
 /// The way back to the client that made one call.
 #[derive(Clone, Copy)]

@@ -33,7 +33,6 @@ use crate::faces::mcp::http::{
     face_sessions::SessionKey,
     relay::Relay,
     request::{Asker, FaceCaller},
-    rounds::Rounds,
     session::Session,
     tool_list::{self, ToolList},
 };
@@ -47,6 +46,7 @@ use crate::{
         refusal::{self, Asked, Refusal},
         resource,
     },
+    faces::mcp::rounds::Rounds,
 };
 
 /// A refused request other than a call, as the one table says.

@@ -6,6 +6,7 @@
 //! on a 2026-07-28 client's `subscriptions/listen`). Stdout carries the protocol only; logs go
 //! to stderr.
 
+mod asking;
 mod from_proto;
 mod server_handler;
 mod watch;

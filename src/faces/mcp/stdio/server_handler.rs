@@ -1,7 +1,7 @@
 //! The stdio MCP server's handler: every MCP request answered by one gRPC call to the broker,
 //! and a `tools/call` run over CallToolStream with what happens during it relayed to the MCP
-//! client (progress under its token; elicitation and sampling as requests of ours, answered
-//! back on the stream).
+//! client (progress under its token; elicitation and sampling as requests of ours, or to a
+//! 2026-07-28 client in rounds, answered back on the stream).
 
 // Sampling and logging are deprecated by MCP 2026-07-28 (SEP-2577) but are what servers use
 // today.
@@ -18,28 +18,29 @@ use std::sync::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest,
-        CreateMessageRequestParams, DiscoverResult, ElicitRequest, ElicitRequestParams,
-        ElicitResult, ElicitationAction, GetPromptRequestParams, GetPromptResponse, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-        ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams, SubscriptionFilter,
+        CallToolRequestParams, CallToolResponse, DiscoverResult, GetPromptRequestParams,
+        GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressToken,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscriptionFilter,
     },
-    service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
+    service::{NotificationContext, RequestContext, SubscriptionContext},
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::faces::mcp::stdio::{from_proto, watch};
+use crate::faces::mcp::stdio::{asking::Asking, from_proto, watch};
 use crate::{
     client::Client,
+    domain::caller::CallerKey,
     faces::mcp::lists,
     faces::mcp::model::{
         cache::{self, Cacheable},
         refusal::{self, Asked},
     },
+    faces::mcp::rounds::{self, Rounds, Running, Turn},
     proto::{self, call_tool_stream_request::Message, call_tool_stream_response::Event},
 };
 
@@ -67,6 +68,8 @@ pub struct StdioFace {
     watching: Arc<AtomicBool>,
     /// The least severity of the log messages relayed (`logging/setLevel`; all until set).
     log_level: Arc<AtomicU8>,
+    /// A 2026-07-28 client's calls waiting on its answers.
+    rounds: Arc<Rounds>,
 }
 
 impl StdioFace {
@@ -78,6 +81,7 @@ impl StdioFace {
             closed,
             watching: Arc::default(),
             log_level: Arc::default(),
+            rounds: Arc::default(),
         }
     }
 
@@ -91,13 +95,14 @@ impl StdioFace {
             .map_err(|status| refused(Asked::Other, &status))
     }
 
-    /// Runs the call over CallToolStream, relaying its events, until its result.
+    /// Runs the call over CallToolStream until its result, relaying its events to the client
+    /// (`to`): progress under the client's `token`, log messages, and the questions.
     async fn call(
         &self,
         call: proto::CallToolRequest,
-        context: &RequestContext<RoleServer>,
+        to: &Asking<'_>,
+        token: Option<&ProgressToken>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let token = context.meta.get_progress_token();
         // The sender lives as long as the call: the broker declines questions once we stop
         // sending.
         let (sender, receiver) = mpsc::channel(4);
@@ -126,26 +131,21 @@ impl StdioFace {
                 Err(status) => return failed(&status),
             };
             match event {
-                Some(Event::Progress(progress)) => {
-                    relay_progress(&context.peer, token.as_ref(), progress).await;
-                }
+                Some(Event::Progress(progress)) => to.progress(token, progress).await,
                 Some(Event::Log(log)) => {
                     let log = from_proto::log_message(log);
-                    let wanted = self.log_level.load(Ordering::Relaxed);
-                    if from_proto::severity(log.level) >= wanted
-                        && let Err(error) = context.peer.notify_logging_message(log).await
-                    {
-                        tracing::debug!(%error, "log message not relayed");
+                    if from_proto::severity(log.level) >= self.log_level.load(Ordering::Relaxed) {
+                        to.log(log).await;
                     }
                 }
                 Some(Event::Elicitation(question)) => {
-                    let answer = elicit(&context.peer, question).await;
+                    let answer = to.elicit(question).await;
                     let _ = sender
                         .send(send(Message::ElicitationResponse(answer)))
                         .await;
                 }
                 Some(Event::Sampling(request)) => {
-                    let answer = sample(&context.peer, request).await;
+                    let answer = to.sample(request).await;
                     let _ = sender.send(send(Message::SamplingResponse(answer))).await;
                 }
                 Some(Event::Result(result)) => {
@@ -157,6 +157,24 @@ impl StdioFace {
             }
         }
     }
+
+    /// Starts `call` in a task of its own whose questions go to a 2026-07-28 client in rounds.
+    fn start_in_rounds(
+        &self,
+        call: proto::CallToolRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Running {
+        let (turns, receiver) = mpsc::channel(64);
+        let face = self.clone();
+        let capabilities = context.client_capabilities();
+        let token = context.meta.get_progress_token();
+        let task = tokio::spawn(async move {
+            let to = Asking::Rounds(&turns, Box::new(capabilities));
+            let answer = face.call(call, &to, token.as_ref()).await;
+            let _ = turns.send(Turn::Done(answer)).await;
+        });
+        Running::new(receiver, task.abort_handle())
+    }
 }
 
 /// A failed call as the one table says.
@@ -167,98 +185,6 @@ fn failed(status: &tonic::Status) -> Result<CallToolResponse, ErrorData> {
 /// A failed request other than a call as the one table says.
 fn refused(asked: Asked, status: &tonic::Status) -> ErrorData {
     refusal::refused_request(asked, from_proto::refusal(status))
-}
-
-/// Progress goes to the client only if it asked for it (gave a token).
-async fn relay_progress(
-    peer: &Peer<RoleServer>,
-    token: Option<&ProgressToken>,
-    progress: proto::Progress,
-) {
-    if let Some(token) = token {
-        let notification = from_proto::progress(token.clone(), progress);
-        if let Err(error) = peer.notify_progress(notification).await {
-            tracing::debug!(%error, "progress not relayed");
-        }
-    }
-}
-
-/// The broker's question put to the MCP client; a client that cannot answer it (no
-/// elicitation capability, or not this mode) declines without being asked.
-async fn elicit(
-    peer: &Peer<RoleServer>,
-    question: proto::ElicitationRequest,
-) -> proto::ElicitationResponse {
-    let decline = || ElicitResult::new(ElicitationAction::Decline);
-    let answer = match from_proto::elicit_params(&question) {
-        Some(params) if can_elicit(peer, &params) => {
-            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-            match peer.send_request(request).await {
-                Ok(ClientResult::ElicitResult(result)) => result,
-                Ok(other) => {
-                    tracing::warn!(answer = ?other, "an odd answer to a question; declined");
-                    decline()
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "the client did not answer a question; declined");
-                    decline()
-                }
-            }
-        }
-        _ => {
-            tracing::debug!(mode = %question.mode, "a question the client cannot take; declined");
-            decline()
-        }
-    };
-    from_proto::elicitation_response(question.id, answer)
-}
-
-/// Whether the client declared elicitation in the mode `params` need (form when it named none,
-/// as MCP 2025-06-18 clients do).
-fn can_elicit(peer: &Peer<RoleServer>, params: &ElicitRequestParams) -> bool {
-    let Some(info) = peer.peer_info() else {
-        return false;
-    };
-    let Some(elicitation) = &info.capabilities.elicitation else {
-        return false;
-    };
-    match params {
-        ElicitRequestParams::UrlElicitationParams { .. } => elicitation.url.is_some(),
-        _ => elicitation.form.is_some() || elicitation.url.is_none(),
-    }
-}
-
-/// The broker's sampling request put to the MCP client; refused if it cannot sample.
-async fn sample(
-    peer: &Peer<RoleServer>,
-    request: proto::SamplingRequest,
-) -> proto::SamplingResponse {
-    let can_sample = peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.sampling.is_some());
-    let answer = match serde_json::from_str::<CreateMessageRequestParams>(&request.params_json) {
-        _ if !can_sample => Err("the MCP client does not support sampling".to_owned()),
-        Err(error) => Err(format!("the sampling request is not MCP's: {error}")),
-        Ok(params) => {
-            let asked = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-            match peer.send_request(asked).await {
-                Ok(ClientResult::CreateMessageResult(result)) => {
-                    serde_json::to_string(&result).map_err(|e| e.to_string())
-                }
-                Ok(other) => Err(format!("the client answered sampling with {other:?}")),
-                Err(error) => Err(error.to_string()),
-            }
-        }
-    };
-    let (result_json, error) = match answer {
-        Ok(json) => (json, String::new()),
-        Err(error) => (String::new(), error),
-    };
-    proto::SamplingResponse {
-        id: request.id,
-        result_json,
-        error,
-    }
 }
 
 impl ServerHandler for StdioFace {
@@ -362,17 +288,25 @@ impl ServerHandler for StdioFace {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let call = proto::CallToolRequest {
-            name: request.name.into_owned(),
+            name: request.name.to_string(),
             arguments_json: arguments.to_string(),
             view: self.view.clone(),
             ..Default::default()
         };
+        if cache::owed(context.protocol_version().as_ref()) {
+            // One client per bridge: its calls are all one caller's.
+            let owner = CallerKey::anonymous();
+            let start = |_| self.start_in_rounds(call, &context);
+            return rounds::call_in_rounds(&self.rounds, &owner, request, &context, start).await;
+        }
         // Cancelled by the client: the stream is dropped with the call's future, which the
         // broker takes as cancellation and passes upstream.
+        let to = Asking::Peer(&context.peer);
+        let token = context.meta.get_progress_token();
         tokio::select! {
-            result = self.call(call, &context) => result,
+            result = self.call(call, &to, token.as_ref()) => result,
             () = context.ct.cancelled() => {
                 Err(ErrorData::internal_error("the call was cancelled", None))
             }

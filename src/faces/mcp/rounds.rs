@@ -1,6 +1,6 @@
-//! A call's questions to a 2026-07-28 client, as MCP's Multi Round-Trip Requests: that
-//! version has no requests from server to client, so when the upstream server asks the user
-//! (elicitation) or the caller's model (sampling) during a call, the face answers the
+//! A call's questions to a 2026-07-28 client, as MCP's Multi Round-Trip Requests, for both
+//! MCP faces: that version has no requests from server to client, so when the upstream server
+//! asks the user (elicitation) or the caller's model (sampling) during a call, the face answers the
 //! `tools/call` with `resultType: "input_required"` (the question, and a `requestState`), keeps
 //! the call running, parked, and resumes it when the client sends the same `tools/call` again
 //! with its `inputResponses` and that `requestState`.
@@ -25,15 +25,19 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::model::{
-    CallToolResponse, ClientCapabilities, ClientResult, CreateMessageResult, ElicitResult,
-    ElicitationAction, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
-    SealOptions, ServerNotification, ServerRequest,
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientResult,
+        CreateMessageResult, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult,
+        InputResponses, RequestStateCodec, SealOptions, ServerNotification, ServerRequest,
+    },
+    service::RequestContext,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::directory::unguessable;
+use super::unguessable::unguessable;
 use crate::domain::caller::CallerKey;
 
 /// How long a question may wait for its answer (the call's own timeout is paused meanwhile).
@@ -244,6 +248,116 @@ pub fn binding(owner: &CallerKey, tool: &str, arguments: Option<&Map<String, Val
     // `kind:id` names one caller (a kind has no colon).
     serde_json::to_vec(&(owner.to_string(), tool, arguments))
         .expect("strings and JSON values serialize")
+}
+
+/// What a 2026-07-28 client is told of a `requestState` the face cannot take (one message
+/// for every reason: forged, another caller's or call's, expired, used).
+const STATE_NOT_VALID: &str = "requestState is not one this MCP face gave for this caller and \
+     call, or it has expired or was used already: call the tool again without it";
+
+/// One `tools/call` of `owner`, a 2026-07-28 client, with its questions asked in rounds: a
+/// first request starts the call (`start`, which runs it in a task of its own, saying what it
+/// does on its turns); one with a `requestState` resumes the call it names with the client's
+/// answer.
+pub async fn call_in_rounds(
+    rounds: &Rounds,
+    owner: &CallerKey,
+    mut request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    start: impl FnOnce(CallToolRequestParams) -> Running,
+) -> Result<CallToolResponse, ErrorData> {
+    let binding = binding(owner, &request.name, request.arguments.as_ref());
+    let (running, pending) = match request.request_state.take() {
+        Some(state) => {
+            let parked = rounds
+                .resume(&state, owner, &binding)
+                .map_err(|_| ErrorData::invalid_params(STATE_NOT_VALID, None))?;
+            match parked.answer(request.input_responses.as_ref()) {
+                Ok(running) => (running, None),
+                // No answer to the question: asked again, as the spec advises.
+                Err((running, question)) => (running, Some(question)),
+            }
+        }
+        None => {
+            request.input_responses = None;
+            (start(request), None)
+        }
+    };
+    let round = Round {
+        owner,
+        binding: &binding,
+        capabilities: context.client_capabilities(),
+    };
+    follow(rounds, running, pending, &round, context).await
+}
+
+/// Who asks in a round, the call it is bound to, and what the client can answer.
+struct Round<'a> {
+    owner: &'a CallerKey,
+    binding: &'a [u8],
+    capabilities: Option<ClientCapabilities>,
+}
+
+/// Follows `running` until it answers or asks (then parked, and the question is the answer),
+/// asking `pending` first; a question the client cannot answer is declined.
+async fn follow(
+    rounds: &Rounds,
+    mut running: Running,
+    mut pending: Option<Question>,
+    round: &Round<'_>,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    loop {
+        let question = match pending.take() {
+            Some(question) => question,
+            None => {
+                let turn = tokio::select! {
+                    turn = running.turns.recv() => turn,
+                    // The client left: dropping `running` ends the call (cancelled upstream).
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("cancelled by the client", None));
+                    }
+                };
+                match turn {
+                    Some(Turn::Done(answer)) => return answer,
+                    Some(Turn::Notify(notification)) => {
+                        let _ = context.peer.send_notification(notification).await;
+                        continue;
+                    }
+                    Some(Turn::Ask(request, answer)) => Question {
+                        request: Box::new(request),
+                        answer,
+                    },
+                    None => {
+                        return Err(ErrorData::internal_error(
+                            "the call ended without an answer",
+                            None,
+                        ));
+                    }
+                }
+            }
+        };
+        if !can_answer(round.capabilities.as_ref(), &question.request) {
+            // Unanswered: the call takes it as declined.
+            continue;
+        }
+        match rounds.park(round.owner, round.binding, running, question) {
+            Ok(asked) => return Ok(CallToolResponse::InputRequired(asked)),
+            // Too many of the caller's calls wait already: this question is declined.
+            Err((back, _declined)) => running = back,
+        }
+    }
+}
+
+/// Asks `request` of the client of a call run in rounds, on its `turns`; `None` when the
+/// client is gone or does not answer within [`QUESTION_TIMEOUT`].
+pub async fn ask(turns: &mpsc::Sender<Turn>, request: ServerRequest) -> Option<ClientResult> {
+    let (answer, answered) = oneshot::channel();
+    turns.send(Turn::Ask(request, answer)).await.ok()?;
+    tokio::time::timeout(QUESTION_TIMEOUT, answered)
+        .await
+        .ok()?
+        .ok()
 }
 
 #[cfg(test)]
