@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tonic::Code;
 use toolbroker::proto::call_tool_stream_response::Event;
 
@@ -247,4 +247,34 @@ async fn mcp_stdio_asks_a_2026_client_in_rounds() {
         answered_in_rounds(&seen);
         assert_eq!(seen["unasked"], "declined", "{prefix}: {seen}");
     }
+}
+
+#[tokio::test]
+async fn a_listener_hears_only_of_resources_it_may_read() {
+    // Both may call m_touch; only the owner may read the server's resources. The other
+    // listens for the same resource while the owner's subscription is live upstream, and
+    // touches it: the owner hears of it, the other does not.
+    let auth = json!({"tokens": [
+        {"name": "owner", "value_env": "OWNER", "tools": ["m_touch"], "resources": ["modern"]},
+        {"name": "other", "value_env": "OTHER", "tools": ["m_touch"]},
+    ]});
+    let broker = Broker::builder()
+        .server(modern("modern").prefix("m_"))
+        .top("auth", auth)
+        .top("mcp_listen", "127.0.0.1:0")
+        .env("OWNER", "owner-token")
+        .env("OTHER", "other-token")
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let url = broker.face_url().await;
+    let args = [&url, "memo://note", "m_touch", "owner-token", "other-token"];
+    let seen = common::python::run_script("face_listen_two.py", &args).await;
+    assert_eq!(seen["owner_honored"], json!(["memo://note"]), "{seen}");
+    assert_eq!(seen["other_honored"], json!([]), "{seen}");
+    assert_eq!(
+        seen["owner_heard"], "memo://note",
+        "the other's touch: {seen}"
+    );
+    assert_eq!(seen["other_heard"], Value::Null, "{seen}");
 }

@@ -11,6 +11,7 @@ mod changes;
 mod direct_calls;
 mod directory;
 mod face_sessions;
+mod listen_filter;
 mod origins;
 mod plain_request;
 mod refused_calls;
@@ -174,6 +175,7 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     };
     let sessions = FaceSessions::new(face.directory.clone(), caps, closing.clone());
     let origins = origins::Origins::new(&parts.settings.allowed_origins);
+    let listening = face.clone();
     let direct = DirectCalls {
         face: face.clone(),
         closing: closing.clone(),
@@ -190,10 +192,14 @@ pub async fn start(addr: SocketAddr, parts: Parts) -> anyhow::Result<SocketAddr>
     });
     let gate = parts.gate;
     // Layers run outside in: the origin (every route), counted, the gate, the session's
-    // caller and caps, the view, then the direct calls.
+    // caller and caps, the view, the direct calls, then listens narrowed to their caller.
     let router = Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/mcp/{view}", service)
+        .layer(middleware::from_fn_with_state(
+            listening,
+            listen_filter::narrow,
+        ))
         .layer(middleware::from_fn_with_state(
             direct,
             direct_calls::answer_directly,
