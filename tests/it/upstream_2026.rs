@@ -278,3 +278,37 @@ async fn a_listener_hears_only_of_resources_it_may_read() {
     );
     assert_eq!(seen["other_heard"], Value::Null, "{seen}");
 }
+
+#[tokio::test]
+async fn parameters_sent_as_headers_are_sent_upstream_and_checked_on_the_face() {
+    let http = InteractiveHttpServer::modern().await;
+    let broker = broker(&http).await;
+    // The broker's HTTP client mirrors `region` as `Mcp-Param-Region`, which the server checks.
+    let answer = broker.text("h_where", r#"{"region": "eu"}"#).await;
+    assert_eq!(answer, "region eu");
+
+    // The face checks a 2026-07-28 client's header against the argument it mirrors.
+    toolbroker::tls_provider::install();
+    let url = broker.face_url().await;
+    let params = json!({"name": "m_where", "arguments": {"region": "eu"}});
+    let call = |region: Option<&'static str>| {
+        let (url, params) = (url.clone(), params.clone());
+        async move {
+            let mut headers = vec![("mcp-name", "m_where")];
+            headers.extend(region.map(|region| ("mcp-param-region", region)));
+            common::face::stateless(&url, &headers, "tools/call", params).await
+        }
+    };
+    let (status, answer) = call(Some("eu")).await;
+    assert_eq!(status, 200, "{answer:?}");
+    let result = &answer.unwrap()["result"];
+    assert_eq!(result["content"][0]["text"], "region eu");
+    // The face answers as itself: the server's name in the result's `_meta` is not passed on.
+    let named = &result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"];
+    assert_ne!(named, "modern-test-server", "{result}");
+    for wrong in [Some("us"), None] {
+        let (status, answer) = call(wrong).await;
+        assert_eq!(status, 400, "{wrong:?}: {answer:?}");
+        assert_eq!(answer.unwrap()["error"]["code"], -32020, "{wrong:?}");
+    }
+}

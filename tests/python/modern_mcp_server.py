@@ -19,6 +19,8 @@ Tools:
   "model said: <text>".
 - `grow(name)` adds the tool `<name>` (which returns "I am <name>") and tells
   `subscriptions/listen` streams that the tool list changed; returns "grew <name>".
+- `where(region)` returns "region <region>"; `region` is sent as the header `Mcp-Param-Region`
+  too (`x-mcp-header`), which a 2026-07-28 client must send and a server check.
 - `touch(text)` sets the text of the resource `memo://note` and tells listen streams that
   subscribed to it that it was updated; returns "touched".
 
@@ -35,11 +37,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import warnings
-from typing import Any
+from typing import Annotated, Any
 
 import mcp_types as t
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from pydantic import Field
 from serving import serve_mcp
 
 # Sampling is deprecated as of 2026-07-28 but remains an input request kind.
@@ -125,6 +128,12 @@ def build() -> MCPServer:
         server.add_tool(grown, name=name, description=f"The grown tool {name}.")
         await ctx.notify_tools_changed()
         return result(f"grew {name}")
+
+    @server.tool(name="where")
+    async def where_tool(
+        region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+    ) -> t.CallToolResult:
+        return result(f"region {region}")
 
     @server.tool()
     async def touch(text: str, ctx: Context) -> t.CallToolResult:

@@ -141,7 +141,7 @@ impl Face {
         record(&result, started);
         match result {
             Ok(mut called) => {
-                cache::complete(&mut called.result.result_type);
+                cache::complete(&mut called.result.result_type, &mut called.result.meta);
                 Ok(called.result.into())
             }
             Err(error) => refused_call(Refusal::from(&error)).map(Into::into),

@@ -203,6 +203,16 @@ impl ServerHandler for Face {
         Ok(())
     }
 
+    /// A tool by its exposed name, for rmcp to check a 2026-07-28 call's `Mcp-Param-*` headers
+    /// against the parameters its schema maps to headers (`x-mcp-header`). Whether the caller
+    /// may call it is the call's to check, as for any other.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tools = self.tool_list.tools(&self.broker().snapshot());
+        // Sorted by exposed name.
+        let found = tools.binary_search_by(|tool| (*tool.name).cmp(name)).ok()?;
+        Some(tools[found].clone())
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -307,7 +317,7 @@ impl ServerHandler for Face {
             .read_resource(&server, &request.uri, &values)
             .await
             .map_err(|error| refused_request(Asked::Resource, &error))?;
-        cache::complete(&mut result.result_type);
+        cache::complete(&mut result.result_type, &mut result.meta);
         if cache::owed(context.protocol_version().as_ref()) {
             let hints = cache::read_hints(
                 result.ttl_ms,
@@ -421,7 +431,7 @@ impl ServerHandler for Face {
         let values = FaceCaller::of(&caller, &context.extensions);
         match self.broker().complete(&server, request, &values).await {
             Ok(mut result) => {
-                cache::complete(&mut result.result_type);
+                cache::complete(&mut result.result_type, &mut result.meta);
                 Ok(result)
             }
             // A server that completes nothing offers no values, as the spec allows.
@@ -472,7 +482,7 @@ impl ServerHandler for Face {
             )
             .await
             .map_err(|error| refused_request(Asked::Other, &error))?;
-        cache::complete(&mut result.result_type);
+        cache::complete(&mut result.result_type, &mut result.meta);
         Ok(result.into())
     }
 

@@ -16,7 +16,8 @@ use rmcp::{
     ServerHandler,
     model::{
         CacheScope, DiscoverResult, ListPromptsResult, ListResourceTemplatesResult,
-        ListResourcesResult, ListToolsResult, ProtocolVersion, ReadResourceResult, ResultType,
+        ListResourcesResult, ListToolsResult, MetaObject, ProtocolVersion, ReadResourceResult,
+        ResultType,
     },
 };
 
@@ -89,10 +90,20 @@ cacheable!(
     ReadResourceResult
 );
 
-/// An answer's `resultType`, `complete` when its server gave none (rmcp drops it again for a
-/// client before 2026-07-28).
-pub fn complete(result_type: &mut Option<ResultType>) {
+/// Where a 2026-07-28 answer names the server that gave it.
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// An answer of a server as the face gives it, as its own: its `resultType` `complete` when
+/// the server gave none (rmcp drops it again for a client before 2026-07-28), and without the
+/// server's `serverInfo` (which names the server answering: the broker).
+pub fn complete(result_type: &mut Option<ResultType>, meta: &mut Option<MetaObject>) {
     result_type.get_or_insert(ResultType::COMPLETE);
+    if let Some(object) = meta {
+        object.remove(SERVER_INFO);
+        if object.is_empty() {
+            *meta = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -130,12 +141,35 @@ mod tests {
     }
 
     #[test]
+    fn a_servers_name_is_not_passed_on_and_its_other_meta_is() {
+        let mut named = Some(MetaObject(
+            serde_json::json!({SERVER_INFO: {"name": "upstream"}, "x": 1})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ));
+        complete(&mut None, &mut named);
+        assert_eq!(
+            named.unwrap().0,
+            *serde_json::json!({"x": 1}).as_object().unwrap()
+        );
+        let mut only_a_name = Some(MetaObject(
+            serde_json::json!({SERVER_INFO: {"name": "upstream"}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ));
+        complete(&mut None, &mut only_a_name);
+        assert!(only_a_name.is_none());
+    }
+
+    #[test]
     fn an_answer_without_a_type_is_complete_and_one_with_a_type_keeps_it() {
         let mut none = None;
-        complete(&mut none);
+        complete(&mut none, &mut None);
         assert_eq!(none, Some(ResultType::COMPLETE));
         let mut asked = Some(ResultType::INPUT_REQUIRED);
-        complete(&mut asked);
+        complete(&mut asked, &mut None);
         assert_eq!(asked, Some(ResultType::INPUT_REQUIRED));
     }
 }
