@@ -1,12 +1,13 @@
 //! The baseline: an rmcp client calling the demo server directly over stdio, with no broker in
-//! between, so that every broker figure has a same-run direct figure beside it.
+//! between, so that every broker figure has a same-run direct figure beside it. It starts its
+//! session as the broker does (`server/discover`, else `initialize`), so both speak the same
+//! protocol version to the server.
 
 use std::process::Stdio;
 
 use rmcp::{
-    ServiceExt,
-    model::CallToolRequestParams,
-    service::{RoleClient, RunningService},
+    model::{CallToolRequestParams, ProtocolVersion},
+    service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService},
     transport::TokioChildProcess,
 };
 use serde_json::{Map, Value};
@@ -37,9 +38,15 @@ impl Direct {
         let (transport, _stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(Self {
-            client: ().serve(transport).await?,
-        })
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        let client = ().serve_with_lifecycle(transport, lifecycle).await?;
+        if let Some(info) = client.peer_info() {
+            eprintln!("(the direct client speaks MCP {})", info.protocol_version);
+        }
+        Ok(Self { client })
     }
 
     /// Closed-loop calls of `tool` with `arguments` at `concurrency`, with the CPU per call of
