@@ -197,23 +197,74 @@ async fn two_callers_of_a_2026_server_are_each_asked_their_own_question() {
     }
 }
 
-#[tokio::test]
-async fn a_server_that_exits_on_the_probe_is_started_again_with_the_handshake() {
-    // As an SDK from before 2026-07-28 that takes nothing before `initialize` does: anything
-    // else first, and it exits. (The demo server behind it speaks both; it sees the handshake.)
-    let script = r#"read -r first
+/// As an SDK from before 2026-07-28 that takes nothing before `initialize` does: anything else
+/// first, and it exits. (The demo server behind it speaks both; it sees the handshake.) Each
+/// start appends a line to `starts`.
+fn strict(starts: &std::path::Path) -> common::Server {
+    let script = r#"echo start >> "$1"
+read -r first
 case "$first" in
   *'"method":"initialize"'*) ;;
   *) echo "expected initialize first, got: $first" >&2; exit 3 ;;
 esac
 { printf '%s\n' "$first"; exec cat; } | exec "$0" demo-server"#;
-    let strict = common::command("strict", "sh", &["-c", script, common::toolbroker_bin()]);
-    let broker = Broker::builder().server(strict.prefix("s_")).start().await;
+    let starts = starts.display().to_string();
+    common::command(
+        "strict",
+        "sh",
+        &["-c", script, common::toolbroker_bin(), &starts],
+    )
+}
+
+/// The lines of `starts`: how many times the server was started.
+fn started(starts: &std::path::Path) -> usize {
+    std::fs::read_to_string(starts)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[tokio::test]
+async fn a_server_that_exits_on_the_probe_is_started_again_with_the_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let broker = Broker::builder()
+        .server(strict(&starts).prefix("s_"))
+        .start()
+        .await;
     broker.wait_ready().await;
     let status = broker.server("strict").await;
     assert_eq!(status.protocol_version, "2025-11-25", "{status:?}");
     assert_eq!(status.restarts, 0, "one start, not a failure: {status:?}");
     assert_eq!(broker.text("s_echo", r#"{"message": "hi"}"#).await, "hi");
+    assert_eq!(
+        started(&starts),
+        2,
+        "probed once, then started with the handshake"
+    );
+}
+
+#[tokio::test]
+async fn the_servers_era_is_remembered_for_its_callers_sessions() {
+    // The discovery session learns the server speaks the handshake; each caller's own session
+    // then starts with it at once: one process each, not two.
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let per_caller = strict(&starts).prefix("s_").set("isolation", "per-caller");
+    let broker = broker_with_callers(per_caller).await;
+    assert_eq!(
+        started(&starts),
+        2,
+        "the discovery session: probed, then the handshake"
+    );
+    for caller in ["alice", "bob"] {
+        let answer = broker
+            .call_as(Some(caller), &[], "s_echo", r#"{"message": "hi"}"#)
+            .await
+            .unwrap();
+        assert_eq!(answer.text, "hi", "{caller}");
+    }
+    assert_eq!(started(&starts), 4, "one start per caller");
 }
 
 #[tokio::test]

@@ -35,7 +35,7 @@ use super::{
         Bearer, ServerAuth,
         exchange::{Exchanger, bearer},
     },
-    session::connect::{self, Purpose, Resolved, launch_digest},
+    session::connect::{self, Era, Purpose, Resolved, launch_digest},
     transport::http,
 };
 use crate::domain::{
@@ -62,6 +62,8 @@ pub struct Pool {
     census: Arc<Census>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// What the server's sessions speak, as the last start found.
+    era: Arc<Era>,
 }
 
 /// One caller's place in the pool: its session (once opened), how busy it is, and its call
@@ -123,6 +125,7 @@ impl Pool {
         limits: PerCaller,
         exchange: Option<Arc<Exchanger>>,
         auth: Option<ServerAuth>,
+        era: Arc<Era>,
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             spec: spec.clone(),
@@ -133,6 +136,7 @@ impl Pool {
             slots: Mutex::default(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            era,
         });
         pool.tasks
             .spawn(reap_idle(Arc::downgrade(&pool), pool.shutdown.clone()));
@@ -239,15 +243,20 @@ impl Pool {
     ) -> Result<Live, RequestError> {
         let key = caller.key();
         let bearer = self.auth.as_ref().map(|auth| auth.bearer(caller));
-        let (session, _) = connect::start(&self.spec, resolved, Purpose::OneCaller, bearer.clone())
-            .await
-            .map_err(|e| match e.failure {
-                StartFailure::Authorization(failure) => RequestError::Authorization {
-                    server: self.spec.name.clone(),
-                    failure,
-                },
-                _ => self.failed(e.to_string()),
-            })?;
+        let started = connect::start(
+            &self.spec,
+            resolved,
+            Purpose::OneCaller,
+            bearer.clone(),
+            &self.era,
+        );
+        let (session, _) = started.await.map_err(|e| match e.failure {
+            StartFailure::Authorization(failure) => RequestError::Authorization {
+                server: self.spec.name.clone(),
+                failure,
+            },
+            _ => self.failed(e.to_string()),
+        })?;
         tracing::info!(server = %self.spec.name, caller = %key, "per-caller session opened");
         let open = Live {
             replica: session.replica(),

@@ -8,7 +8,13 @@
 //! probe upsets (an older SDK that exits on anything before `initialize`, or one that answers
 //! it with something else than a discover result) is connected again with the handshake alone.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::Duration,
+};
 
 use rmcp::{
     ClientHandler, RoleClient,
@@ -116,19 +122,61 @@ pub async fn start(
     resolved: &Resolved,
     purpose: Purpose,
     bearer: Option<Bearer>,
+    era: &Era,
 ) -> Result<Started, StartError> {
-    match (&spec.transport, resolved) {
+    let lifecycle = era.lifecycle();
+    let remembered = matches!(lifecycle, ClientLifecycleMode::Initialize);
+    let started = match (&spec.transport, resolved) {
         (TransportSpec::Http(http), Resolved::Http(endpoint)) => {
-            let started = start_http(spec, http, endpoint, purpose, bearer);
+            let started = start_http(spec, http, endpoint, purpose, bearer, lifecycle);
             match tokio::time::timeout(spec.init_timeout, started).await {
                 Ok(started) => started.map_err(StartError::from),
                 Err(_) => Err(StartFailure::InitTimeout(spec.init_timeout).into()),
             }
         }
-        (_, Resolved::Stdio(launch)) => start_stdio(spec, launch, purpose).await,
+        (_, Resolved::Stdio(launch)) => start_stdio(spec, launch, purpose, lifecycle).await,
         (TransportSpec::Stdio(_), Resolved::Http(_)) => {
             unreachable!("resolved from the same spec")
         }
+    };
+    match &started {
+        Ok((session, _)) => era.learn(session.is_stateless()),
+        // The server may have changed: the next start probes again.
+        Err(_) if remembered => era.forget(),
+        Err(_) => {}
+    }
+    started
+}
+
+/// What a server's sessions speak, remembered from the last one that started (MCP 2026-07-28
+/// advises a client to remember a server's era): the next session of a server that spoke the
+/// handshake (a restart, another caller's own) starts with `initialize` at once, without the
+/// probe (which costs such a server a round trip, a second start if it exits on it, or 10 s if
+/// it ignores it).
+#[derive(Debug, Default)]
+pub struct Era(AtomicU8);
+
+/// [`Era`]'s values.
+const UNKNOWN: u8 = 0;
+const HANDSHAKE: u8 = 1;
+const STATELESS: u8 = 2;
+
+impl Era {
+    /// How the next session starts.
+    fn lifecycle(&self) -> ClientLifecycleMode {
+        match self.0.load(Ordering::Relaxed) {
+            HANDSHAKE => ClientLifecycleMode::Initialize,
+            _ => probing(),
+        }
+    }
+
+    fn learn(&self, stateless: bool) {
+        let era = if stateless { STATELESS } else { HANDSHAKE };
+        self.0.store(era, Ordering::Relaxed);
+    }
+
+    fn forget(&self) {
+        self.0.store(UNKNOWN, Ordering::Relaxed);
     }
 }
 
@@ -171,8 +219,9 @@ async fn start_stdio(
     spec: &ServerSpec,
     launch: &Launch,
     purpose: Purpose,
+    lifecycle: ClientLifecycleMode,
 ) -> Result<Started, StartError> {
-    match start_stdio_as(spec, launch, purpose, probing()).await {
+    match start_stdio_as(spec, launch, purpose, lifecycle).await {
         Err(Probed::ClosedOnProbe(error)) => {
             tracing::info!(server = %spec.name, %error, "server/discover went wrong; starting the server again with initialize");
             start_stdio_as(spec, launch, purpose, ClientLifecycleMode::Initialize)
@@ -332,7 +381,9 @@ async fn start_http(
     endpoint: &Endpoint,
     purpose: Purpose,
     bearer: Option<Bearer>,
+    lifecycle: ClientLifecycleMode,
 ) -> Result<Started, StartFailure> {
+    let probing = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
     let url = Url::parse(&http.url).map_err(|e| StartFailure::BadUrl(e.to_string()))?;
     let faults = Faults::default();
     let authorizer = bearer.map(|bearer| Authorizer::new(bearer, faults.auth.clone(), url.clone()));
@@ -388,8 +439,8 @@ async fn start_http(
                 );
                 handler.clone().serve_with_lifecycle(transport, lifecycle)
             };
-            let service = match connect(probing()).await {
-                Err(error) if probe_went_wrong(&error) => {
+            let service = match connect(lifecycle).await {
+                Err(error) if probing && probe_went_wrong(&error) => {
                     tracing::info!(server = %spec.name, %error, "server/discover went wrong; connecting again with initialize");
                     connect(ClientLifecycleMode::Initialize).await
                 }

@@ -112,6 +112,11 @@ impl Session {
         }
     }
 
+    /// Whether it speaks a protocol without the handshake (2026-07-28): stateless requests.
+    pub(in crate::upstream) fn is_stateless(&self) -> bool {
+        self.stateless.is_some()
+    }
+
     /// The session's request headers, for a caller whose values change to replace.
     pub(in crate::upstream) fn with_headers(mut self, headers: SharedHeaders) -> Self {
         self.headers = Some(headers);

@@ -17,6 +17,7 @@ use super::{
     Reporter,
     oauth::{ServerAuth, exchange::Exchanger},
     pool::Pool,
+    session::connect::Era,
 };
 use crate::domain::config::{Isolation, ServerSpec};
 
@@ -56,12 +57,15 @@ impl Supervisor {
             .token_exchange
             .clone()
             .map(|spec| Arc::new(Exchanger::new(self.spec.name.clone(), spec)));
+        // One for all the server's sessions: they run one program.
+        let era = Arc::new(Era::default());
         let pool = match &self.spec.isolation {
             Isolation::PerCaller(limits) => Some(Pool::start(
                 &self.spec,
                 limits.clone(),
                 exchange.clone(),
                 self.auth.clone(),
+                era.clone(),
             )),
             Isolation::Shared => None,
         };
@@ -77,6 +81,7 @@ impl Supervisor {
                 exchange: exchange.as_deref(),
                 auth: self.auth.as_ref(),
                 retry: &self.retry,
+                era: &era,
                 restarts: 0,
             }
             .run()

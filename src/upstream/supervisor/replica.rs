@@ -19,7 +19,7 @@ use crate::{
     upstream::{
         oauth::ServerAuth,
         oauth::exchange::{Exchanger, bearer},
-        session::connect::{self, Purpose, Resolved},
+        session::connect::{self, Era, Purpose, Resolved},
         session::running::Session,
     },
 };
@@ -45,6 +45,8 @@ pub(super) struct ReplicaLoop<'a> {
     pub(super) auth: Option<&'a ServerAuth>,
     /// Ends a wait to restart early (new tokens after a login).
     pub(super) retry: &'a Notify,
+    /// What the server's sessions speak, as the last start found.
+    pub(super) era: &'a Era,
     /// How many times the session was started again.
     pub(super) restarts: u32,
 }
@@ -106,7 +108,7 @@ impl ReplicaLoop<'_> {
             resolved.set_authorization(bearer(&token));
         }
         let bearer = self.auth.map(|auth| auth.bearer(&discovery));
-        connect::start(self.spec, &resolved, Purpose::Shared, bearer).await
+        connect::start(self.spec, &resolved, Purpose::Shared, bearer, self.era).await
     }
 
     /// Shows why the replica is down and when it is tried again, then waits; false if told to
