@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tonic::Code;
-use toolbroker::proto::call_tool_stream_response::Event;
+use toolbroker::proto::{self, call_tool_stream_response::Event};
 
 use crate::common::{
     self, Broker, config::modern, demo, interactive, python::InteractiveHttpServer, url_server,
@@ -362,4 +362,29 @@ async fn parameters_sent_as_headers_are_sent_upstream_and_checked_on_the_face() 
         assert_eq!(status, 400, "{wrong:?}: {answer:?}");
         assert_eq!(answer.unwrap()["error"]["code"], -32020, "{wrong:?}");
     }
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_the_probe_is_started_with_the_handshake_next() {
+    // It reads past anything before `initialize`, answering nothing; with an init_timeout
+    // shorter than rmcp's 10 s probe, the first start runs out of time, and the next one
+    // starts with the handshake.
+    let script = r#"while read -r first; do
+  case "$first" in *'"method":"initialize"'*) break ;; esac
+done
+{ printf '%s\n' "$first"; exec cat; } | exec "$0" demo-server"#;
+    let silent = common::command("silent", "sh", &["-c", script, common::toolbroker_bin()])
+        .prefix("q_")
+        .set("init_timeout", "1s");
+    let broker = Broker::builder().server(silent).start().await;
+    broker
+        .wait_for_state("silent", proto::ServerState::Ready)
+        .await;
+    assert_eq!(broker.text("q_echo", r#"{"message": "hi"}"#).await, "hi");
+    let status = broker.server("silent").await;
+    assert_eq!(status.protocol_version, "2025-11-25", "{status:?}");
+    assert_eq!(
+        status.restarts, 1,
+        "one start out of time, then the handshake: {status:?}"
+    );
 }

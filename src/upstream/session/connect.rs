@@ -143,10 +143,23 @@ pub async fn start(
         Ok((session, _)) => era.learn(session.is_stateless()),
         // The server may have changed: the next start probes again.
         Err(_) if remembered => era.forget(),
+        // Out of time before rmcp's probe gave up on an answer: the server may be one that
+        // ignores `server/discover`, so the next start tries the handshake (and, failing,
+        // probes again: a slow server is not held to one guess).
+        Err(error)
+            if matches!(error.failure, StartFailure::InitTimeout(_))
+                && spec.init_timeout <= PROBE_WAIT =>
+        {
+            era.learn(false);
+        }
         Err(_) => {}
     }
     started
 }
+
+/// How long rmcp's probe waits for an answer to `server/discover` before it sends `initialize`
+/// (fixed in rmcp 3.11).
+const PROBE_WAIT: Duration = Duration::from_secs(10);
 
 /// What a server's sessions speak, remembered from the last one that started (MCP 2026-07-28
 /// advises a client to remember a server's era): the next session of a server that spoke the
