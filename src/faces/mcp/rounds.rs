@@ -29,8 +29,9 @@ use rmcp::{
     ErrorData, RoleServer,
     model::{
         CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientResult,
-        CreateMessageResult, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult,
-        InputResponses, RequestStateCodec, SealOptions, ServerNotification, ServerRequest,
+        CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest,
+        InputRequiredResult, InputResponses, RequestStateCodec, SealOptions, ServerNotification,
+        ServerRequest,
     },
     service::RequestContext,
 };
@@ -38,6 +39,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::unguessable::unguessable;
+use crate::conversation::Answers;
 use crate::domain::caller::CallerKey;
 
 /// How long a question may wait for its answer (the call's own timeout is paused meanwhile).
@@ -212,15 +214,29 @@ fn input_request(question: &ServerRequest) -> Option<InputRequest> {
     }
 }
 
+/// What kinds of question a client that declared `capabilities` can answer.
+pub fn answers(capabilities: Option<&ClientCapabilities>) -> Answers {
+    Answers {
+        elicit: capabilities.is_some_and(|c| c.elicitation.is_some()),
+        sample: capabilities.is_some_and(|c| c.sampling.is_some()),
+    }
+}
+
 /// Whether a client with `capabilities` can answer `question`: the spec forbids asking for
-/// what the request did not declare.
+/// what the client did not declare. Elicitation must be in a mode it takes (form when it
+/// named none, as MCP 2025-06-18 clients do).
 pub fn can_answer(capabilities: Option<&ClientCapabilities>, question: &ServerRequest) -> bool {
-    let Some(capabilities) = capabilities else {
-        return false;
-    };
     match question {
-        ServerRequest::ElicitRequest(_) => capabilities.elicitation.is_some(),
-        ServerRequest::CreateMessageRequest(_) => capabilities.sampling.is_some(),
+        ServerRequest::ElicitRequest(request) => {
+            let Some(elicitation) = capabilities.and_then(|c| c.elicitation.as_ref()) else {
+                return false;
+            };
+            match request.params {
+                ElicitRequestParams::UrlElicitationParams { .. } => elicitation.url.is_some(),
+                _ => elicitation.form.is_some() || elicitation.url.is_none(),
+            }
+        }
+        ServerRequest::CreateMessageRequest(_) => answers(capabilities).sample,
         _ => false,
     }
 }
@@ -462,5 +478,30 @@ mod tests {
         assert!(!can_answer(None, &asked.request));
         assert!(!can_answer(Some(&none), &asked.request));
         assert!(can_answer(Some(&eliciting), &asked.request));
+        assert_eq!(
+            answers(Some(&eliciting)),
+            Answers {
+                elicit: true,
+                sample: false
+            }
+        );
+    }
+
+    #[test]
+    fn an_elicitation_is_asked_only_in_a_mode_the_client_takes() {
+        let url: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "url", "message": "Sign in", "url": "https://example.com/",
+            "elicitationId": "e1",
+        }))
+        .unwrap();
+        let url = ServerRequest::ElicitRequest(ElicitRequest::new(url));
+        let (form, _) = question();
+        let declared = |value| serde_json::from_value::<ClientCapabilities>(value).unwrap();
+        let form_only = declared(json!({"elicitation": {"form": {}}}));
+        let url_only = declared(json!({"elicitation": {"url": {}}}));
+        assert!(!can_answer(Some(&form_only), &url));
+        assert!(can_answer(Some(&form_only), &form.request));
+        assert!(can_answer(Some(&url_only), &url));
+        assert!(!can_answer(Some(&url_only), &form.request));
     }
 }

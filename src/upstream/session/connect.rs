@@ -472,11 +472,11 @@ async fn start_http(
             let transport = Tapped::new(*transport, interactions.clone());
             // The HTTP+SSE transport predates 2026-07-28.
             let lifecycle = ClientLifecycleMode::Initialize;
-            (
-                initialize(handler, transport, lifecycle).await?,
-                Transport::Sse,
-                faults,
-            )
+            let service = handler
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .map_err(|e| StartFailure::Initialize(explain(&e)))?;
+            (service, Transport::Sse, faults)
         }
     };
     settle(&service).await;
@@ -495,22 +495,6 @@ fn resume_policy() -> ExponentialBackoff {
     policy.base_duration = Duration::from_millis(200);
     policy.max_delay = Some(Duration::from_secs(1));
     policy
-}
-
-/// The start of a session over an HTTP transport, as `lifecycle` says.
-async fn initialize<T, E, A>(
-    handler: Handler,
-    transport: T,
-    lifecycle: ClientLifecycleMode,
-) -> Result<RunningService<RoleClient, Handler>, StartFailure>
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    handler
-        .serve_with_lifecycle(transport, lifecycle)
-        .await
-        .map_err(|e| StartFailure::Initialize(explain(&e)))
 }
 
 /// A fingerprint of a launch, secrets included (in memory only): a per-caller process started

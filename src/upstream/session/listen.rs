@@ -120,7 +120,9 @@ pub async fn listen(
     server: ServerName,
 ) {
     let mut uris = watched.follow();
-    let mut first = true;
+    // The lists are read again after a stream the server ended (changes were missed while
+    // none was open), not after one the broker reopened for another set of resources.
+    let mut missed = false;
     let never = || watched.acked.send_replace(Acked::Never);
     loop {
         let (generation, asked) = {
@@ -142,17 +144,18 @@ pub async fn listen(
             }
             Err(error) => {
                 tracing::debug!(%server, %error, "subscriptions/listen failed; trying again");
+                missed = true;
                 tokio::time::sleep(RELISTEN_AFTER).await;
                 continue;
             }
         };
         watched.acked.send_replace(Acked::Upto(generation));
-        if !std::mem::take(&mut first) {
-            // Changes while no stream was open were missed: the lists are read again.
+        if std::mem::take(&mut missed) {
             changes.tools.notify_one();
             changes.resources.notify_one();
             changes.prompts.notify_one();
         }
+        let mut reopened = false;
         loop {
             tokio::select! {
                 next = subscription.next() => match next {
@@ -170,6 +173,7 @@ pub async fn listen(
                     }
                     // The set of resources changed: the stream is opened again with it.
                     let _ = subscription.cancel().await;
+                    reopened = true;
                     break;
                 }
             }
@@ -178,6 +182,10 @@ pub async fn listen(
             never();
             return;
         }
+        if reopened {
+            continue;
+        }
+        missed = true;
         if subscription.end().is_some() && !uris.has_changed().unwrap_or(false) {
             tokio::time::sleep(RELISTEN_AFTER).await;
         }

@@ -16,10 +16,10 @@ use rmcp::service::RequestContext;
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientResult,
-        CreateMessageRequest, ElicitRequest, ElicitResult, ElicitationAction, Extensions,
-        LoggingMessageNotification, ProgressNotification, ProgressNotificationParam, ProgressToken,
-        RequestMetaObject, ServerNotification, ServerRequest,
+        CallToolRequestParams, CallToolResponse, ClientResult, CreateMessageRequest, ElicitRequest,
+        ElicitResult, ElicitationAction, Extensions, LoggingMessageNotification,
+        ProgressNotification, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+        ServerNotification, ServerRequest,
     },
 };
 use serde_json::{Map, Value};
@@ -54,14 +54,6 @@ struct Asked<'a> {
     name: &'a str,
     view: Option<&'a str>,
     caller: &'a Caller,
-}
-
-/// What a client that declared `capabilities` can answer.
-pub(super) fn answers_of(capabilities: Option<&ClientCapabilities>) -> Answers {
-    Answers {
-        elicit: capabilities.is_some_and(|c| c.elicitation.is_some()),
-        sample: capabilities.is_some_and(|c| c.sampling.is_some()),
-    }
 }
 
 /// Where one call came from and where what happens during it goes.
@@ -280,7 +272,7 @@ impl Face {
         let face = self.clone();
         let meta = context.meta.clone();
         let extensions = context.extensions.clone();
-        let answers = answers_of(context.client_capabilities().as_ref());
+        let answers = rounds::answers(context.client_capabilities().as_ref());
         let task = tokio::spawn(async move {
             let relay = Relay::Rounds(&sender);
             let answer = face

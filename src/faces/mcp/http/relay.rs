@@ -10,10 +10,10 @@ use rmcp::{
     service::Peer,
     transport::streamable_http_server::SessionId,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::directory::Directory;
-use crate::faces::mcp::rounds::Turn;
+use crate::faces::mcp::rounds::{self, Turn};
 
 // How long a question to the client may wait for its answer before it is declined (the
 // call's own timeout is paused meanwhile, its `max_timeout` still holds): one rule for
@@ -56,16 +56,9 @@ impl Relay<'_> {
                     .await
                     .map_err(|error| error.to_string()),
                 Relay::Stream(stream) => stream.ask(request).await,
-                Relay::Rounds(turns) => {
-                    let (answer, answered) = oneshot::channel();
-                    turns
-                        .send(Turn::Ask(request, answer))
-                        .await
-                        .map_err(|_| "the call's client is gone".to_owned())?;
-                    answered
-                        .await
-                        .map_err(|_| "the client did not answer".to_owned())
-                }
+                Relay::Rounds(turns) => rounds::ask(turns, request)
+                    .await
+                    .ok_or_else(|| "the client did not answer".to_owned()),
             }
         };
         match tokio::time::timeout(QUESTION_TIMEOUT, asked).await {

@@ -28,7 +28,7 @@ use rmcp::{
 use tokio_util::sync::CancellationToken;
 
 use crate::faces::mcp::http::{
-    call, changes,
+    changes,
     directory::Directory,
     face_sessions::SessionKey,
     relay::Relay,
@@ -258,7 +258,7 @@ impl ServerHandler for Face {
             return self.call_in_rounds(request, &context).await;
         }
         let relay = Relay::Peer(&context.peer);
-        let answers = call::answers_of(context.client_capabilities().as_ref());
+        let answers = crate::faces::mcp::rounds::answers(context.client_capabilities().as_ref());
         let call = self.traced_call(request, &context.meta, &context.extensions, relay, answers);
         tokio::select! {
             // The client cancelled: the call is dropped, which cancels it upstream.

@@ -13,8 +13,8 @@ use rmcp::{
     RoleServer,
     model::{
         ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-        ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-        LoggingMessageNotificationParam, ProgressToken, ServerNotification, ServerRequest,
+        ElicitRequest, ElicitResult, ElicitationAction, LoggingMessageNotificationParam,
+        ProgressToken, ServerNotification, ServerRequest,
     },
     service::Peer,
 };
@@ -94,8 +94,12 @@ impl Asking<'_> {
         let decline = || ElicitResult::new(ElicitationAction::Decline);
         let capabilities = self.capabilities();
         let answer = match from_proto::elicit_params(&question) {
-            Some(params) if can_elicit(capabilities.as_ref(), &params) => {
+            Some(params) => {
                 let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+                if !rounds::can_answer(capabilities.as_ref(), &request) {
+                    tracing::debug!(mode = %question.mode, "a question the client cannot take; declined");
+                    return from_proto::elicitation_response(question.id, decline());
+                }
                 match self.ask(request).await {
                     Ok(ClientResult::ElicitResult(result)) => result,
                     Ok(other) => {
@@ -118,9 +122,7 @@ impl Asking<'_> {
 
     /// The broker's sampling request put to the client; refused if it cannot sample.
     pub async fn sample(&self, request: proto::SamplingRequest) -> proto::SamplingResponse {
-        let can_sample = self
-            .capabilities()
-            .is_some_and(|capabilities| capabilities.sampling.is_some());
+        let can_sample = rounds::answers(self.capabilities().as_ref()).sample;
         let answer = match serde_json::from_str::<CreateMessageRequestParams>(&request.params_json)
         {
             _ if !can_sample => Err("the MCP client does not support sampling".to_owned()),
@@ -145,17 +147,5 @@ impl Asking<'_> {
             result_json,
             error,
         }
-    }
-}
-
-/// Whether a client with `capabilities` takes elicitation in the mode `params` need (form
-/// when it named none, as MCP 2025-06-18 clients do).
-fn can_elicit(capabilities: Option<&ClientCapabilities>, params: &ElicitRequestParams) -> bool {
-    let Some(elicitation) = capabilities.and_then(|c| c.elicitation.as_ref()) else {
-        return false;
-    };
-    match params {
-        ElicitRequestParams::UrlElicitationParams { .. } => elicitation.url.is_some(),
-        _ => elicitation.form.is_some() || elicitation.url.is_none(),
     }
 }
