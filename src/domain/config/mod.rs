@@ -19,6 +19,7 @@ mod raw;
 mod roots;
 mod security;
 mod shaping;
+mod tasks;
 mod transport;
 mod transport_spec;
 mod validate;
@@ -39,6 +40,7 @@ pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
 pub use rates::{Audit, AuditSink, MAX_RATE_COUNT, OnFailure, Per, Rate};
 pub use security::{Auth, Limits, MAX_SIZE, TlsFiles, TokenSource, TokenSpec};
+pub use tasks::{DEFAULT_TASK_TTL, DEFAULT_TASKS_PER_CALLER, Tasks};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
 };
@@ -143,6 +145,8 @@ pub struct Config {
     /// The MCP face's allowed origins and session caps (`mcp_allowed_origins`,
     /// `mcp_sessions_per_caller`, `mcp_max_sessions`).
     pub mcp_face: McpFace,
+    /// Long calls: how long a finished one is kept, how many a caller runs at once.
+    pub tasks: Tasks,
 }
 
 impl Default for Config {
@@ -165,6 +169,7 @@ impl Default for Config {
             servers: Vec::new(),
             views: BTreeMap::new(),
             mcp_face: McpFace::default(),
+            tasks: Tasks::default(),
         }
     }
 }

@@ -32,6 +32,8 @@ pub(super) struct RawTop {
     pub reflection: Option<bool>,
     pub limits: Option<Value>,
     pub audit: Option<Value>,
+    /// Checked in `tasks.rs`.
+    pub tasks: Option<Value>,
     /// Checked in `shaping.rs`.
     pub views: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.

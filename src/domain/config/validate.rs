@@ -56,6 +56,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         servers: check.servers(top.servers, top.mcp_servers, limits.max_result_bytes),
         limits,
         audit: check.audit(top.audit),
+        tasks: check.tasks(top.tasks),
         views,
         mcp_face: check.mcp_face(
             top.mcp_allowed_origins,
