@@ -8,6 +8,8 @@ use prost::Message;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/toolbroker/v1/broker.proto";
     println!("cargo:rerun-if-changed={proto}");
+    // Google's, vendored (see proto/google/README.md); imported by `proto`, so compiled with it.
+    println!("cargo:rerun-if-changed=proto/google");
     let fds = protox::Compiler::new(["proto"])?
         .include_imports(true)
         .include_source_info(true)
@@ -23,6 +25,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ".toolbroker.v1.ListToolsResponse",
             "crate::proto::ListToolsResponse",
         )
+        // The status long-running operations end with is tonic-types' `google.rpc.Status`.
+        .extern_path(".google.rpc", "::tonic_types::pb")
         .compile_fds(fds)?;
     Ok(())
 }

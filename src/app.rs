@@ -27,6 +27,7 @@ use crate::{
     config_file::{LoadError, Loaded},
     core::audit::AuditLog,
     core::broker::Broker,
+    core::tasks::Tasks,
     domain::{
         config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
@@ -164,10 +165,12 @@ impl App {
                 shutdown.clone(),
                 config.limits.max_response_bytes,
                 audit.as_ref().map(|(log, _)| log.clone()),
+                Tasks::in_memory(config.tasks.clone()),
             )
             .first_message_within(connections.header_timeout),
         );
         tasks.spawn(service.keep_tools_warm());
+        tasks.spawn(service.calls().tasks().keep_swept(shutdown.clone()));
         let closing = CancellationToken::new();
         // One budget for the gRPC port, the socket and the face.
         let budget =
@@ -344,6 +347,15 @@ impl Serving {
             .is_err()
         {
             tracing::warn!("calls still running after {grace:?}; stopping anyway");
+        }
+        // Long calls still running end failed, saying why, before the connections close.
+        let long_calls = self.service.calls().tasks().clone();
+        long_calls.abandon();
+        if tokio::time::timeout(CLOSE_DEADLINE, long_calls.idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!("long calls did not record their end in time");
         }
         self.closing.cancel();
         if tokio::time::timeout(CLOSE_DEADLINE, &mut self.server)

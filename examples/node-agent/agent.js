@@ -33,7 +33,11 @@ const addr = positionals[0] || process.env.TOOLBROKER_ADDR || '127.0.0.1:50051';
 
 const definition = protoLoader.loadSync(
   path.join(__dirname, '..', '..', 'proto', 'toolbroker', 'v1', 'broker.proto'),
-  { keepCase: true, enums: String, longs: String, defaults: true, oneofs: true },
+  {
+    keepCase: true, enums: String, longs: String, defaults: true, oneofs: true,
+    // Where the google/longrunning and google/api files it imports are (vendored beside it).
+    includeDirs: [path.join(__dirname, '..', '..', 'proto')],
+  },
 );
 const { ToolBroker } = grpc.loadPackageDefinition(definition).toolbroker.v1;
 const broker = new ToolBroker(addr, grpc.credentials.createInsecure());

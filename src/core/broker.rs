@@ -73,7 +73,7 @@ impl Snapshot {
 }
 
 /// A finished call: the tool's result and the server that ran it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Called {
     /// The server that ran the tool.
     pub server: ServerName,

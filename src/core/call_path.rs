@@ -11,6 +11,7 @@ use super::{
     broker::{Broker, Called},
     call_audit::{Draft, Pending},
     in_flight::InFlight,
+    tasks::Tasks,
     tool_call::ToolCall,
 };
 use crate::{auth::Caller, domain::request_error::RequestError};
@@ -24,23 +25,32 @@ pub struct CallPath {
     /// The calls running now, whichever face they came through.
     in_flight: InFlight,
     audit: Option<AuditLog>,
+    /// Long calls, whichever face started them.
+    tasks: Tasks,
 }
 
 impl CallPath {
     /// The path of calls routed by `broker`, refused once `shutdown` is cancelled, counted in
-    /// `in_flight` and recorded in `audit`, if on.
+    /// `in_flight` and recorded in `audit`, if on; long ones kept in `tasks`.
     pub fn new(
         broker: Broker,
         shutdown: CancellationToken,
         in_flight: InFlight,
         audit: Option<AuditLog>,
+        tasks: Tasks,
     ) -> Self {
         Self {
             broker,
             shutdown,
             in_flight,
             audit,
+            tasks,
         }
+    }
+
+    /// Long calls (tasks), whichever face started them.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
     }
 
     /// The broker the calls are routed by.

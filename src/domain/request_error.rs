@@ -268,6 +268,34 @@ pub enum RequestError {
         /// Why not.
         reason: String,
     },
+    /// No operation (task) of this caller has that name: never one, another caller's, or
+    /// forgotten (`tasks.ttl` after it ended).
+    #[error(
+        "no operation {name:?} of this caller: it never was, or it ended more than tasks.ttl ago and was forgotten"
+    )]
+    UnknownOperation {
+        /// The name asked for.
+        name: String,
+    },
+    /// The caller runs `tasks.max_per_caller` tasks already.
+    #[error(
+        "this caller runs {running} long calls already (tasks.max_per_caller: {limit}); wait for one to end or cancel one"
+    )]
+    TooManyTasks {
+        /// How many it runs.
+        running: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// What was asked of an operation does not fit where it stands (e.g. deleting a running
+    /// one, answering a question it does not have).
+    #[error("operation {name:?}: {reason}")]
+    OperationState {
+        /// The operation.
+        name: String,
+        /// What does not fit, and what to do.
+        reason: String,
+    },
     /// A per-caller server's config needs a caller value this caller did not send.
     #[error("server {server:?}: {missing}")]
     MissingCallerValue {
@@ -616,6 +644,9 @@ impl RequestError {
             RequestError::ResultTooLarge { .. } => (ResourceExhausted, Warn, "result_too_large"),
             RequestError::BadResult { .. } => (Internal, Warn, "bad_result"),
             RequestError::InputNotGiven { .. } => (FailedPrecondition, Debug, "input_not_given"),
+            RequestError::UnknownOperation { .. } => (NotFound, Debug, "unknown_operation"),
+            RequestError::TooManyTasks { .. } => (ResourceExhausted, Debug, "too_many_tasks"),
+            RequestError::OperationState { .. } => (FailedPrecondition, Debug, "operation_state"),
             RequestError::MissingCallerValue { .. } => {
                 (FailedPrecondition, Debug, "missing_caller_value")
             }

@@ -2,7 +2,22 @@
 
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
-tonic::include_proto!("toolbroker.v1");
+/// `toolbroker.v1`, nested as its package is, so that its references to
+/// `google.longrunning` (two levels up) find [`google`].
+mod toolbroker {
+    pub mod v1 {
+        tonic::include_proto!("toolbroker.v1");
+    }
+}
+pub use toolbroker::v1::*;
+
+/// Google's types the broker serves: long-running operations.
+pub mod google {
+    /// `google.longrunning`: `Operation` and the `Operations` service.
+    pub mod longrunning {
+        tonic::include_proto!("google.longrunning");
+    }
+}
 
 pub mod json;
 mod list_tools_response;

@@ -27,6 +27,7 @@ mod isolation_servers;
 mod layering;
 mod limits;
 mod list_tools;
+mod long_calls;
 mod mcp_face;
 mod mcp_face_bounds;
 mod mcp_stdio;

@@ -20,9 +20,10 @@ use tower::Service;
 use super::status::to_status;
 use crate::{auth::Gate, domain::request_error::RequestError};
 
-/// The one method whose refusals reach the service (see the module's doc).
+/// The methods whose refusals reach the service (see the module's doc).
 const CALL_TOOL: &str = "/toolbroker.v1.ToolBroker/CallTool";
 pub(super) const CALL_TOOL_STREAM: &str = "/toolbroker.v1.ToolBroker/CallToolStream";
+const START_TOOL_CALL: &str = "/toolbroker.v1.ToolBroker/StartToolCall";
 
 /// A request the gate refused; the handler must answer with this error and nothing else.
 #[derive(Clone)]
@@ -81,7 +82,12 @@ where
                     request.extensions_mut().insert(caller);
                     inner.call(request).await
                 }
-                Err(error) if matches!(request.uri().path(), CALL_TOOL | CALL_TOOL_STREAM) => {
+                Err(error)
+                    if matches!(
+                        request.uri().path(),
+                        CALL_TOOL | CALL_TOOL_STREAM | START_TOOL_CALL
+                    ) =>
+                {
                     request.extensions_mut().insert(Refused(error));
                     inner.call(request).await
                 }

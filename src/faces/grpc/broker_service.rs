@@ -19,6 +19,7 @@ use crate::{
         broker::{Broker, Called},
         call_path::CallPath,
         in_flight::InFlight,
+        tasks::Tasks,
         tool_call::ToolCall,
     },
     domain::{
@@ -71,14 +72,16 @@ impl PreparedCall {
 
 impl BrokerService {
     /// A service over `broker`; `shutdown` refuses new calls and ends Watch streams; no
-    /// response may exceed `max_response_bytes`; every call is recorded in `audit`, if on.
+    /// response may exceed `max_response_bytes`; every call is recorded in `audit`, if on;
+    /// long calls are kept in `tasks`.
     pub fn new(
         broker: Broker,
         shutdown: CancellationToken,
         max_response_bytes: usize,
         audit: Option<AuditLog>,
+        tasks: Tasks,
     ) -> Self {
-        let calls = CallPath::new(broker, shutdown, InFlight::default(), audit);
+        let calls = CallPath::new(broker, shutdown, InFlight::default(), audit, tasks);
         Self {
             limit: ResponseLimit(max_response_bytes),
             tools: Arc::default(),

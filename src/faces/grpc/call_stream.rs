@@ -204,7 +204,7 @@ fn event(event: Outbound) -> proto::CallToolStreamResponse {
     proto::CallToolStreamResponse { event: Some(event) }
 }
 
-fn progress_of(progress: ProgressNotificationParam) -> proto::Progress {
+pub(super) fn progress_of(progress: ProgressNotificationParam) -> proto::Progress {
     proto::Progress {
         progress: progress.progress,
         total: progress.total,
@@ -306,7 +306,7 @@ impl Waiting {
     }
 }
 
-fn elicitation(id: String, params: ElicitRequestParams) -> proto::ElicitationRequest {
+pub(super) fn elicitation(id: String, params: ElicitRequestParams) -> proto::ElicitationRequest {
     match params {
         ElicitRequestParams::FormElicitationParams {
             message,
@@ -345,7 +345,7 @@ fn elicitation(id: String, params: ElicitRequestParams) -> proto::ElicitationReq
     }
 }
 
-fn sampling(id: String, params: &CreateMessageRequestParams) -> proto::SamplingRequest {
+pub(super) fn sampling(id: String, params: &CreateMessageRequestParams) -> proto::SamplingRequest {
     proto::SamplingRequest {
         id,
         params_json: serde_json::to_string(params).unwrap_or_default(),
@@ -353,7 +353,7 @@ fn sampling(id: String, params: &CreateMessageRequestParams) -> proto::SamplingR
 }
 
 /// The client's elicitation answer as MCP's; an action it cannot read is a decline.
-fn elicit_result(response: proto::ElicitationResponse) -> ElicitResult {
+pub(super) fn elicit_result(response: proto::ElicitationResponse) -> ElicitResult {
     let action = match response.action.as_str() {
         "accept" => ElicitationAction::Accept,
         "cancel" => ElicitationAction::Cancel,
@@ -378,7 +378,9 @@ fn elicit_result(response: proto::ElicitationResponse) -> ElicitResult {
 }
 
 /// The client's sampling answer: its error, or its result read as a CreateMessageResult.
-fn sampling_result(response: proto::SamplingResponse) -> Result<CreateMessageResult, String> {
+pub(super) fn sampling_result(
+    response: proto::SamplingResponse,
+) -> Result<CreateMessageResult, String> {
     if !response.error.is_empty() {
         return Err(response.error);
     }

@@ -13,6 +13,7 @@ pub(crate) mod messages;
 pub(crate) mod observe;
 pub mod offer_messages;
 mod offers;
+pub(crate) mod operations;
 mod pre_encoded;
 mod search;
 pub(crate) mod server;

@@ -1,4 +1,4 @@
-//! The assembled gRPC server: ToolBroker behind the auth gate, health (always open, for
+//! The assembled gRPC server: ToolBroker and the long-running Operations behind the auth gate, health (always open, for
 //! probes), reflection (optional, behind the gate), message-size limits, and plaintext or TLS;
 //! served on the TCP port and, when configured, on a Unix socket as well. Connections on both
 //! come through the shared connection budget, with a deadline on their first request head.
@@ -20,7 +20,7 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::{
     authenticate::Authenticated, broker_service::BrokerService, first_message::FirstMessage,
-    observe, pre_encoded::PassThrough, status::to_status,
+    observe, operations::OperationsService, pre_encoded::PassThrough, status::to_status,
 };
 use crate::{
     auth::Gate,
@@ -32,6 +32,7 @@ use crate::{
     },
     net::{Admitted, ConnectionBudget, ListenerKind},
     proto,
+    proto::google::longrunning::operations_server::OperationsServer,
     proto::tool_broker_server::ToolBrokerServer,
     tls,
 };
@@ -69,6 +70,8 @@ pub async fn serve<H: Health>(
     closing: CancellationToken,
 ) -> anyhow::Result<()> {
     let gate = parts.gate.clone();
+    let operations = OperationsServer::new(OperationsService(parts.service.clone()))
+        .max_decoding_message_size(parts.limits.max_request_bytes);
     let broker = ToolBrokerServer::new(parts.service)
         .max_decoding_message_size(parts.limits.max_request_bytes)
         // Our own check (with a clear message) runs first; this is a backstop.
@@ -101,6 +104,7 @@ pub async fn serve<H: Health>(
             FirstMessage::new(inner, head_within)
         }))
         .add_service(Authenticated::new(PassThrough::new(broker), gate.clone()))
+        .add_service(Authenticated::new(operations, gate.clone()))
         .add_service(parts.health)
         .add_optional_service(v1.map(|s| Authenticated::new(s, gate.clone())))
         .add_optional_service(v1alpha.map(|s| Authenticated::new(s, gate)));

@@ -10,7 +10,7 @@ use super::{
     broker_service::{BrokerService, refused},
     call_stream, messages,
     observe::observe,
-    offers,
+    offers, operations,
     pre_encoded::PreEncoded,
     search,
     visibility::Visibility,
@@ -45,6 +45,28 @@ impl ToolBroker for Arc<BrokerService> {
                 response.extensions_mut().insert(PreEncoded(chunks));
             }
             Ok(response)
+        })
+        .await
+    }
+
+    async fn start_tool_call(
+        &self,
+        request: Request<proto::CallToolRequest>,
+    ) -> Result<Response<proto::google::longrunning::Operation>, Status> {
+        observe("StartToolCall", async {
+            let started = operations::start(self, request).await;
+            started.map(Response::new).map_err(refused)
+        })
+        .await
+    }
+
+    async fn answer_tool_call(
+        &self,
+        request: Request<proto::AnswerToolCallRequest>,
+    ) -> Result<Response<()>, Status> {
+        observe("AnswerToolCall", async {
+            let answered = operations::answer(self, request).await;
+            answered.map(Response::new).map_err(refused)
         })
         .await
     }

@@ -27,7 +27,7 @@ pub fn to_status(error: &RequestError) -> Status {
 }
 
 /// tonic's name for a gRPC status code.
-fn grpc_code(code: Code) -> tonic::Code {
+pub(super) fn grpc_code(code: Code) -> tonic::Code {
     match code {
         Code::NotFound => tonic::Code::NotFound,
         Code::InvalidArgument => tonic::Code::InvalidArgument,

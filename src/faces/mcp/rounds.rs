@@ -38,8 +38,8 @@ use rmcp::{
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::unguessable::unguessable;
 use crate::conversation::Answers;
+use crate::core::unguessable::unguessable;
 use crate::domain::caller::CallerKey;
 
 /// How long a question may wait for its answer (the call's own timeout is paused meanwhile).

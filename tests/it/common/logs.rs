@@ -53,6 +53,14 @@ impl Broker {
             .expect("just matched")
     }
 
+    /// Waits until a log line's message contains `text`.
+    pub async fn wait_for_message(&self, what: &str, text: &str) -> Value {
+        self.wait_for_log(what, |line| {
+            line["message"].as_str().is_some_and(|m| m.contains(text))
+        })
+        .await
+    }
+
     /// Waits until at least `count` log lines satisfy `matches`.
     pub async fn wait_for_logs(&self, what: &str, count: usize, matches: impl Fn(&Value) -> bool) {
         let mut logs = self.logs.clone();

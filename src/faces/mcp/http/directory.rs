@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
-use crate::faces::mcp::unguessable::unguessable;
+use crate::core::unguessable::unguessable;
 
 /// The prefix of the ids of the questions the face asks on a call's own answer stream: rmcp's
 /// peer numbers its own requests, so these cannot collide with them. The rest is 128 random

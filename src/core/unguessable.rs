@@ -1,4 +1,4 @@
-//! Ids no one can guess, for what a face hands its clients (questions, parked calls, tickets).
+//! Ids no one can guess, for what a face hands its clients (questions, parked calls, tickets, tasks).
 
 /// 128 bits from the operating system's random source, in decimal.
 pub fn unguessable() -> String {

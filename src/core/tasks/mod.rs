@@ -1,0 +1,309 @@
+//! Long calls (tasks): a tool call that outlives the request that started it, kept as a
+//! record its caller asks about later ([`TaskRecord`]), wherever it came from (gRPC
+//! `StartToolCall`, the MCP face's tasks). [`Tasks`] starts them, answers their questions,
+//! cancels and forgets them, each only for the caller that owns them; the records live in a
+//! [`TaskStore`], the calls in this process.
+
+// Sampling is deprecated by MCP 2026-07-28 (SEP-2577) but is what servers use today.
+#![expect(
+    deprecated,
+    reason = "sampling is what servers before MCP 2026-07-28 use"
+)]
+
+pub mod record;
+mod run;
+pub mod store;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use rmcp::model::{CreateMessageResult, ElicitResult};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+pub use record::{Asked, Failure, Outcome, Question, TaskRecord, TaskState};
+pub use store::{MemoryStore, TaskStore};
+
+use crate::{
+    conversation::Conversation,
+    core::broker::Called,
+    domain::{caller::CallerKey, config, request_error::RequestError},
+};
+
+/// How often records past their time are swept away (they are hidden at once).
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Answers that may wait for a task's runner; more at once are refused.
+const ANSWER_BUFFER: usize = 64;
+/// Records one caller may keep, running or finished, per task it may run: past it, its
+/// oldest finished record is forgotten early (a caller cannot grow the store without bound
+/// within `tasks.ttl`).
+const KEPT_PER_RUNNING: usize = 10;
+
+/// An answer to one of a task's open questions.
+#[derive(Debug)]
+pub enum Answer {
+    /// To elicitation `id`.
+    Elicit(String, ElicitResult),
+    /// To sampling request `id`: a result, or why there is none.
+    Sample(String, Result<CreateMessageResult, String>),
+}
+
+impl Answer {
+    fn question(&self) -> &str {
+        match self {
+            Answer::Elicit(id, _) | Answer::Sample(id, _) => id,
+        }
+    }
+}
+
+/// Why a running task is stopped before its call ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Its caller cancelled it.
+    Cancelled,
+    /// The broker is stopping.
+    BrokerStopped,
+}
+
+/// A task this process runs: how to stop it and where its answers go.
+struct Running {
+    stop: watch::Sender<Option<Stop>>,
+    answers: mpsc::Sender<Answer>,
+}
+
+struct Inner {
+    store: Arc<dyn TaskStore>,
+    settings: config::Tasks,
+    running: Mutex<HashMap<String, Running>>,
+    /// How many tasks this process runs.
+    count: watch::Sender<usize>,
+}
+
+/// The tasks of every face; clones share them.
+#[derive(Clone)]
+pub struct Tasks(Arc<Inner>);
+
+impl Tasks {
+    /// Tasks kept in `store`, as `settings` say.
+    pub fn new(settings: config::Tasks, store: Arc<dyn TaskStore>) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            settings,
+            running: Mutex::default(),
+            count: watch::Sender::new(0),
+        }))
+    }
+
+    /// Tasks kept in this process's memory.
+    pub fn in_memory(settings: config::Tasks) -> Self {
+        Self::new(settings, Arc::new(MemoryStore::default()))
+    }
+
+    /// The settings they run by.
+    pub fn settings(&self) -> &config::Tasks {
+        &self.0.settings
+    }
+
+    /// Starts a task of `owner` calling `tool` (on `server`): a record kept from now, and
+    /// `call` run with a conversation whose questions become the task's. Refused beyond
+    /// `tasks.max_per_caller` running tasks of the owner.
+    pub async fn start<F>(
+        &self,
+        owner: CallerKey,
+        tool: String,
+        server: String,
+        call: impl FnOnce(Conversation) -> F,
+    ) -> Result<TaskRecord, RequestError>
+    where
+        F: Future<Output = Result<Called, RequestError>> + Send + 'static,
+    {
+        let id = crate::core::unguessable::unguessable();
+        let record = TaskRecord::started(id.clone(), owner, tool, server);
+        let limit = self.0.settings.max_per_caller;
+        let kept = limit.saturating_mul(KEPT_PER_RUNNING);
+        self.0
+            .store
+            .create(record.clone(), limit, kept)
+            .await
+            .map_err(|too_many| RequestError::TooManyTasks {
+                running: too_many.running,
+                limit,
+            })?;
+        let (conversation, events) = Conversation::new();
+        let (stop, stopped) = watch::channel(None);
+        let (answers, answered) = mpsc::channel(ANSWER_BUFFER);
+        {
+            let mut running = self.lock();
+            running.insert(id.clone(), Running { stop, answers });
+            self.0.count.send_replace(running.len());
+        }
+        metrics::gauge!("toolbroker_tasks_running").increment(1);
+        let span = tracing::info_span!("task", task.id = %id, tool = %record.tool);
+        span.follows_from(tracing::Span::current());
+        let runner = run::Runner {
+            tasks: self.clone(),
+            record: record.clone(),
+            events,
+            answered,
+            stopped,
+        };
+        let call = call(conversation);
+        tokio::spawn(runner.drive(call).instrument(span));
+        Ok(record)
+    }
+
+    /// Task `id` of `owner`; NOT_FOUND for another caller's, as for none.
+    pub async fn get(&self, owner: &CallerKey, id: &str) -> Result<TaskRecord, RequestError> {
+        match self.0.store.get(id).await {
+            Some(record) if record.owner == *owner => Ok(record),
+            _ => Err(RequestError::UnknownOperation {
+                name: id.to_owned(),
+            }),
+        }
+    }
+
+    /// Every kept task of `owner`, newest first.
+    pub async fn list(&self, owner: &CallerKey) -> Vec<TaskRecord> {
+        self.0.store.list(owner).await
+    }
+
+    /// Task `id` of `owner` once it ended, or as it stands after `within`.
+    pub async fn wait(
+        &self,
+        owner: &CallerKey,
+        id: &str,
+        within: Duration,
+    ) -> Result<TaskRecord, RequestError> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            // Subscribed before reading, so that no change falls between.
+            let changed = self.0.store.changed(id);
+            let record = self.get(owner, id).await?;
+            if record.state.is_terminal() {
+                return Ok(record);
+            }
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(until) => return Ok(record),
+            }
+        }
+    }
+
+    /// Cancels task `id` of `owner`, if it still runs: its call is cancelled on its server,
+    /// and it ends cancelled. A task that ended stays as it ended.
+    pub async fn cancel(&self, owner: &CallerKey, id: &str) -> Result<(), RequestError> {
+        let record = self.get(owner, id).await?;
+        if !record.state.is_terminal()
+            && let Some(running) = self.lock().get(id)
+        {
+            running.stop.send_replace(Some(Stop::Cancelled));
+        }
+        Ok(())
+    }
+
+    /// Forgets task `id` of `owner`, which must have ended.
+    pub async fn delete(&self, owner: &CallerKey, id: &str) -> Result<(), RequestError> {
+        let record = self.get(owner, id).await?;
+        if !record.state.is_terminal() {
+            return Err(RequestError::OperationState {
+                name: id.to_owned(),
+                reason: "it is still running; cancel it first, or wait for it to end".into(),
+            });
+        }
+        self.0.store.delete(id).await;
+        Ok(())
+    }
+
+    /// Answers open questions of task `id` of `owner`; each answer must name one.
+    pub async fn answer(
+        &self,
+        owner: &CallerKey,
+        id: &str,
+        answers: Vec<Answer>,
+    ) -> Result<(), RequestError> {
+        let record = self.get(owner, id).await?;
+        let open = |question: &str| record.questions.iter().any(|q| q.id == question);
+        if let Some(stray) = answers.iter().find(|answer| !open(answer.question())) {
+            let asked: Vec<&str> = record.questions.iter().map(|q| q.id.as_str()).collect();
+            let reason = format!(
+                "it has no open question {:?} (open now: {asked:?}); read the operation's metadata for its questions",
+                stray.question()
+            );
+            return Err(RequestError::OperationState {
+                name: id.to_owned(),
+                reason,
+            });
+        }
+        let sender = self.lock().get(id).map(|running| running.answers.clone());
+        let Some(sender) = sender else {
+            return Err(RequestError::OperationState {
+                name: id.to_owned(),
+                reason: "it is not running in this broker any more".into(),
+            });
+        };
+        for answer in answers {
+            sender
+                .try_send(answer)
+                .map_err(|_| RequestError::OperationState {
+                    name: id.to_owned(),
+                    reason: "too many answers at once, or it just ended; read it again".into(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Ends every task this process runs as failed ("the broker running it stopped"): at
+    /// shutdown, once `shutdown_grace` is over.
+    pub fn abandon(&self) {
+        for running in self.lock().values() {
+            running.stop.send_replace(Some(Stop::BrokerStopped));
+        }
+    }
+
+    /// Resolves once this process runs no task.
+    pub async fn idle(&self) {
+        let mut count = self.0.count.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    /// The task's runner is done with it.
+    fn finished(&self, id: &str, state: TaskState) {
+        let mut running = self.lock();
+        running.remove(id);
+        self.0.count.send_replace(running.len());
+        metrics::gauge!("toolbroker_tasks_running").decrement(1);
+        metrics::counter!("toolbroker_tasks_ended_total", "state" => state.as_str()).increment(1);
+    }
+
+    /// Sweeps away records past their time, now and then, until `until` is cancelled (or the
+    /// tasks are dropped). To be spawned.
+    pub fn keep_swept(
+        &self,
+        until: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let inner = Arc::downgrade(&self.0);
+        async move {
+            loop {
+                tokio::select! {
+                    () = until.cancelled() => return,
+                    () = tokio::time::sleep(SWEEP_EVERY) => {}
+                }
+                let Some(inner) = inner.upgrade() else {
+                    return;
+                };
+                inner.store.sweep().await;
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.0
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}

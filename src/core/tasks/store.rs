@@ -1,0 +1,311 @@
+//! Where task records are kept: [`TaskStore`], the small interface a shared store (Redis, for
+//! many replicas) can take over, and [`MemoryStore`], one process's. The store keeps records
+//! and tells of their changes; running the calls is not its business.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Mutex, PoisonError},
+    time::SystemTime,
+};
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use super::record::TaskRecord;
+use crate::domain::caller::CallerKey;
+
+/// Why a task could not be created.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooMany {
+    /// How many the caller runs.
+    pub running: usize,
+}
+
+/// Where task records live. Every method is one step for a shared store (one round trip).
+pub trait TaskStore: Send + Sync + 'static {
+    /// Keeps `record`, a new running task, unless its owner runs `max_running` already; past
+    /// `max_kept` records of the owner, its oldest finished one is forgotten.
+    fn create(
+        &self,
+        record: TaskRecord,
+        max_running: usize,
+        max_kept: usize,
+    ) -> BoxFuture<'_, Result<(), TooMany>>;
+
+    /// Replaces a task's record (the task's runner is its one writer while it runs); nothing if
+    /// it was forgotten.
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, ()>;
+
+    /// The record of task `id`, if kept and not expired.
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskRecord>>;
+
+    /// Every kept record of `owner`, newest first.
+    fn list<'a>(&'a self, owner: &'a CallerKey) -> BoxFuture<'a, Vec<TaskRecord>>;
+
+    /// Forgets task `id`; whether it was kept.
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, bool>;
+
+    /// Resolves at the next change of task `id` after this call (at once if it is not kept):
+    /// the subscription is taken before the future is first polled.
+    fn changed(&self, id: &str) -> BoxFuture<'static, ()>;
+
+    /// Forgets the records past their time; run now and then.
+    fn sweep(&self) -> BoxFuture<'_, ()>;
+}
+
+/// One kept record and who waits for its changes.
+struct Kept {
+    record: TaskRecord,
+    changes: watch::Sender<()>,
+}
+
+#[derive(Default)]
+struct Records {
+    by_id: HashMap<String, Kept>,
+    /// Each owner's ids, oldest first.
+    by_owner: HashMap<CallerKey, VecDeque<String>>,
+}
+
+impl Records {
+    fn remove(&mut self, id: &str) -> Option<Kept> {
+        let kept = self.by_id.remove(id)?;
+        if let Some(ids) = self.by_owner.get_mut(&kept.record.owner) {
+            ids.retain(|kept_id| kept_id != id);
+            if ids.is_empty() {
+                self.by_owner.remove(&kept.record.owner);
+            }
+        }
+        // Its waiters see the change (the record is gone).
+        kept.changes.send_replace(());
+        Some(kept)
+    }
+}
+
+/// The records of one process, in memory.
+#[derive(Default)]
+pub struct MemoryStore {
+    records: Mutex<Records>,
+}
+
+impl MemoryStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Records> {
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl TaskStore for MemoryStore {
+    fn create(
+        &self,
+        record: TaskRecord,
+        max_running: usize,
+        max_kept: usize,
+    ) -> BoxFuture<'_, Result<(), TooMany>> {
+        let created = (|| {
+            let mut records = self.lock();
+            let owner = record.owner.clone();
+            let ids: Vec<String> = records
+                .by_owner
+                .get(&owner)
+                .map(|ids| ids.iter().cloned().collect())
+                .unwrap_or_default();
+            let running = ids
+                .iter()
+                .filter(|id| {
+                    records
+                        .by_id
+                        .get(id.as_str())
+                        .is_some_and(|kept| !kept.record.state.is_terminal())
+                })
+                .count();
+            if running >= max_running {
+                return Err(TooMany { running });
+            }
+            if ids.len() >= max_kept {
+                let oldest_finished = ids.iter().find(|id| {
+                    records
+                        .by_id
+                        .get(id.as_str())
+                        .is_some_and(|kept| kept.record.state.is_terminal())
+                });
+                if let Some(id) = oldest_finished.cloned() {
+                    records.remove(&id);
+                }
+            }
+            let id = record.id.clone();
+            records
+                .by_owner
+                .entry(owner)
+                .or_default()
+                .push_back(id.clone());
+            let (changes, _) = watch::channel(());
+            records.by_id.insert(id, Kept { record, changes });
+            Ok(())
+        })();
+        Box::pin(std::future::ready(created))
+    }
+
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, ()> {
+        let mut records = self.lock();
+        if let Some(kept) = records.by_id.get_mut(&record.id) {
+            kept.record = record;
+            kept.changes.send_replace(());
+        }
+        Box::pin(std::future::ready(()))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskRecord>> {
+        let now = SystemTime::now();
+        let found = self
+            .lock()
+            .by_id
+            .get(id)
+            .filter(|kept| !kept.record.expired(now))
+            .map(|kept| kept.record.clone());
+        Box::pin(std::future::ready(found))
+    }
+
+    fn list<'a>(&'a self, owner: &'a CallerKey) -> BoxFuture<'a, Vec<TaskRecord>> {
+        let now = SystemTime::now();
+        let records = self.lock();
+        let listed = records
+            .by_owner
+            .get(owner)
+            .map(|ids| {
+                ids.iter()
+                    .rev()
+                    .filter_map(|id| records.by_id.get(id))
+                    .filter(|kept| !kept.record.expired(now))
+                    .map(|kept| kept.record.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Box::pin(std::future::ready(listed))
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, bool> {
+        let deleted = self.lock().remove(id).is_some();
+        Box::pin(std::future::ready(deleted))
+    }
+
+    fn changed(&self, id: &str) -> BoxFuture<'static, ()> {
+        let subscribed = self
+            .lock()
+            .by_id
+            .get(id)
+            .map(|kept| kept.changes.subscribe());
+        Box::pin(async move {
+            if let Some(mut changes) = subscribed {
+                let _ = changes.changed().await;
+            }
+        })
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, ()> {
+        let now = SystemTime::now();
+        let mut records = self.lock();
+        let expired: Vec<String> = records
+            .by_id
+            .values()
+            .filter(|kept| kept.record.expired(now))
+            .map(|kept| kept.record.id.clone())
+            .collect();
+        for id in expired {
+            records.remove(&id);
+        }
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::tasks::record::{Failure, Outcome, TaskState};
+    use crate::domain::request_error::Code;
+
+    fn record(id: &str, owner: &str) -> TaskRecord {
+        TaskRecord::started(id.into(), CallerKey::token(owner), "t".into(), "s".into())
+    }
+
+    fn ended(mut record: TaskRecord, ttl: Duration) -> TaskRecord {
+        let failure = Failure {
+            code: Code::Internal,
+            message: "x".into(),
+        };
+        record.end(Outcome::Failed(failure), ttl);
+        record
+    }
+
+    #[tokio::test]
+    async fn running_tasks_are_bounded_per_owner_and_finished_ones_make_room() {
+        let store = MemoryStore::default();
+        store.create(record("1", "alice"), 2, 10).await.unwrap();
+        store.create(record("2", "alice"), 2, 10).await.unwrap();
+        assert_eq!(
+            store.create(record("3", "alice"), 2, 10).await,
+            Err(TooMany { running: 2 })
+        );
+        // Another owner's budget is its own.
+        store.create(record("b1", "bob"), 2, 10).await.unwrap();
+        let first = store.get("1").await.unwrap();
+        store.put(ended(first, Duration::from_secs(60))).await;
+        store.create(record("3", "alice"), 2, 10).await.unwrap();
+        let listed: Vec<String> = store
+            .list(&CallerKey::token("alice"))
+            .await
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(listed, ["3", "2", "1"], "newest first");
+    }
+
+    #[tokio::test]
+    async fn past_the_kept_limit_the_oldest_finished_record_goes() {
+        let store = MemoryStore::default();
+        for id in ["1", "2"] {
+            store.create(record(id, "alice"), 5, 2).await.unwrap();
+        }
+        // Both run: nothing finished to forget, so a third is kept beyond the limit.
+        store.create(record("3", "alice"), 5, 2).await.unwrap();
+        let second = store.get("2").await.unwrap();
+        store.put(ended(second, Duration::from_secs(60))).await;
+        store.create(record("4", "alice"), 5, 2).await.unwrap();
+        assert!(store.get("2").await.is_none(), "the finished one went");
+        assert!(store.get("1").await.is_some(), "running ones stay");
+    }
+
+    #[tokio::test]
+    async fn an_expired_record_is_hidden_at_once_and_swept_later() {
+        let store = MemoryStore::default();
+        store.create(record("1", "alice"), 5, 50).await.unwrap();
+        let first = store.get("1").await.unwrap();
+        store.put(ended(first, Duration::ZERO)).await;
+        assert!(store.get("1").await.is_none());
+        assert!(store.list(&CallerKey::token("alice")).await.is_empty());
+        store.sweep().await;
+        assert!(store.lock().by_id.is_empty() && store.lock().by_owner.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_hears_of_the_next_change_and_of_a_delete() {
+        let store = MemoryStore::default();
+        store.create(record("1", "alice"), 5, 50).await.unwrap();
+        let changed = store.changed("1");
+        let mut current = store.get("1").await.unwrap();
+        current.state = TaskState::InputRequired;
+        store.put(current).await;
+        tokio::time::timeout(Duration::from_secs(5), changed)
+            .await
+            .expect("woken by the put");
+        let deleted = store.changed("1");
+        assert!(store.delete("1").await);
+        tokio::time::timeout(Duration::from_secs(5), deleted)
+            .await
+            .expect("woken by the delete");
+        // Nothing kept: at once.
+        tokio::time::timeout(Duration::from_secs(5), store.changed("1"))
+            .await
+            .expect("at once");
+    }
+}
