@@ -166,6 +166,14 @@ fn describe() {
         "toolbroker_audit_refused_calls_total",
         "Calls refused UNAVAILABLE before they ran because the audit log cannot be written"
     );
+    metrics::describe_gauge!(
+        "toolbroker_tasks_running",
+        "Long calls (operations, tasks) this broker runs"
+    );
+    metrics::describe_counter!(
+        "toolbroker_tasks_ended_total",
+        "Long calls ended, by state (completed, failed, cancelled)"
+    );
     metrics::describe_gauge!("toolbroker_watch_subscribers", "Open Watch streams");
     metrics::describe_gauge!("toolbroker_catalog_revision", "The catalog's revision");
 }

@@ -14,7 +14,7 @@ use toolbroker::proto::{
     },
 };
 
-use crate::common::{self, Broker, WAIT, as_caller, call_request, config::demo, python};
+use crate::common::{self, Broker, Builder, WAIT, as_caller, call_request, config::demo, python};
 
 fn tokens() -> serde_json::Value {
     json!({"tokens": [
@@ -23,17 +23,20 @@ fn tokens() -> serde_json::Value {
     ]})
 }
 
-/// A broker with callers alice and bob, the demo server, and `tasks` as given.
-async fn broker(tasks: serde_json::Value) -> Broker {
-    let broker = Broker::builder()
+/// How to start a broker with callers alice and bob, the demo server, and `tasks` as given.
+pub(crate) fn builder(tasks: serde_json::Value) -> Builder {
+    Broker::builder()
         .top("auth", tokens())
         .top("tasks", tasks)
         .top("shutdown_grace", "300ms")
         .env("ALICE_TOKEN", "alice")
         .env("BOB_TOKEN", "bob")
         .server(demo("demo"))
-        .start()
-        .await;
+}
+
+/// A ready broker as [`builder`] says.
+async fn broker(tasks: serde_json::Value) -> Broker {
+    let broker = builder(tasks).start().await;
     broker.wait_ready().await;
     broker
 }

@@ -19,6 +19,7 @@ mod catalog_shaping;
 mod cli;
 mod connection_age;
 mod connections;
+mod face_tasks;
 mod faces_agree;
 mod health_reflection;
 mod http_upstreams;

@@ -178,12 +178,24 @@ impl Tasks {
         id: &str,
         within: Duration,
     ) -> Result<TaskRecord, RequestError> {
+        self.wait_until(owner, id, within, |record| record.state.is_terminal())
+            .await
+    }
+
+    /// Task `id` of `owner` once `settled` holds of it, or as it stands after `within`.
+    pub async fn wait_until(
+        &self,
+        owner: &CallerKey,
+        id: &str,
+        within: Duration,
+        settled: impl Fn(&TaskRecord) -> bool,
+    ) -> Result<TaskRecord, RequestError> {
         let until = tokio::time::Instant::now() + within;
         loop {
             // Subscribed before reading, so that no change falls between.
             let changed = self.0.store.changed(id);
             let record = self.get(owner, id).await?;
-            if record.state.is_terminal() {
+            if settled(&record) {
                 return Ok(record);
             }
             tokio::select! {

@@ -107,7 +107,12 @@ impl Task {
             format!("{kind}{asked}")
         };
         match interaction {
-            Interaction::Progress(progress) => self.record.progress = Some(progress),
+            Interaction::Progress(progress) => {
+                if let Some(message) = &progress.message {
+                    self.record.status_message.clone_from(message);
+                }
+                self.record.progress = Some(progress);
+            }
             // A task has no stream to show log messages on.
             Interaction::Log(_) => return false,
             Interaction::Elicit { params, answer } => {

@@ -74,10 +74,21 @@ pub async fn stateless(
     method: &str,
     params: Value,
 ) -> (u16, Option<Value>) {
+    stateless_declaring(url, auth, method, params, json!({})).await
+}
+
+/// [`stateless`] from a client that declares `capabilities`.
+pub async fn stateless_declaring(
+    url: &str,
+    auth: &[(&str, &str)],
+    method: &str,
+    params: Value,
+    capabilities: Value,
+) -> (u16, Option<Value>) {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     let mut headers = vec![
         ("mcp-protocol-version", "2026-07-28"),

@@ -22,7 +22,7 @@ use rmcp::{
         ServerNotification, ServerRequest,
     },
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -32,7 +32,6 @@ use super::{
     request::{Asker, FaceCaller, incoming_trace, server_span},
 };
 use crate::{
-    auth::Caller,
     conversation::{Answers, Conversation, Interaction},
     core::{
         broker::Called,
@@ -47,14 +46,6 @@ use crate::{
     faces::mcp::rounds::{self, Running, Turn},
     telemetry::{context::TraceHeaders, semconv},
 };
-
-/// The call asked for: its tool, the view it came through, and who asks (bound to that view).
-#[derive(Clone, Copy)]
-struct Asked<'a> {
-    name: &'a str,
-    view: Option<&'a str>,
-    caller: &'a Caller,
-}
 
 /// Where one call came from and where what happens during it goes.
 #[derive(Clone, Copy)]
@@ -104,66 +95,10 @@ impl Face {
         incoming: &TraceHeaders,
         trace_id: Option<String>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let asker = Asker::of(source.extensions);
-        let caller = asker.caller(&self.broker().snapshot().views);
-        let arguments = request.arguments.unwrap_or_default();
-        let pending = self.calls.audited(|with_arguments| {
-            Draft::of(
-                Some(caller.key.clone()),
-                request.name.to_string(),
-                trace_id,
-                with_arguments.then(|| Value::Object(arguments.clone())),
-            )
-        });
         let started = Instant::now();
-        let asked = Asked {
-            name: &request.name,
-            view: asker.view.as_deref(),
-            caller: &caller,
-        };
-        let mut result = self.run(asked, arguments, source, incoming).await;
-        if let Some(pending) = pending {
-            let commit = pending.commit(result.as_ref().map(|called| Answered {
-                is_error: called.result.is_error == Some(true),
-                server: called.server.as_str(),
-            }));
-            // Written before the answer is sent.
-            result = commit.settle(result).await;
-        }
-        record(&result, started);
-        match result {
-            Ok(mut called) => {
-                cache::complete(&mut called.result.result_type, &mut called.result.meta);
-                Ok(called.result.into())
-            }
-            Err(error) => refused_call(Refusal::from(&error)).map(Into::into),
-        }
-    }
-
-    async fn run(
-        &self,
-        asked: Asked<'_>,
-        arguments: Map<String, Value>,
-        source: CallSource<'_>,
-        incoming: &TraceHeaders,
-    ) -> Result<Called, RequestError> {
-        let values = FaceCaller::of(asked.caller, source.extensions);
         let (conversation, mut events) = Conversation::new();
         let conversation = conversation.answering(source.answers);
-        let call = self.calls.run(ToolCall {
-            name: asked.name,
-            arguments: RawArguments {
-                structured: Some(arguments),
-                json: String::new(),
-            },
-            view: asked.view,
-            caller: asked.caller,
-            values: &values,
-            timeout: None,
-            deadline: None,
-            trace: incoming,
-            conversation: Some(conversation),
-        });
+        let call = self.checked_call(request, source.extensions, incoming, trace_id, conversation);
         tokio::pin!(call);
         let result = loop {
             tokio::select! {
@@ -176,7 +111,58 @@ impl Face {
         while let Ok(event @ (Interaction::Progress(_) | Interaction::Log(_))) = events.try_recv() {
             self.relay(source, event).await;
         }
-        result
+        record(&result, started);
+        answer_of(result)
+    }
+
+    /// One `tools/call` of the caller the request's `extensions` name, checked, run with
+    /// `conversation` for what its server sends meanwhile, and audited (its line written before
+    /// it returns): the path both a direct call and a task take.
+    pub(super) async fn checked_call(
+        &self,
+        request: CallToolRequestParams,
+        extensions: &Extensions,
+        incoming: &TraceHeaders,
+        trace_id: Option<String>,
+        conversation: Conversation,
+    ) -> Result<Called, RequestError> {
+        let asker = Asker::of(extensions);
+        let caller = asker.caller(&self.broker().snapshot().views);
+        let arguments = request.arguments.unwrap_or_default();
+        let pending = self.calls.audited(|with_arguments| {
+            Draft::of(
+                Some(caller.key.clone()),
+                request.name.to_string(),
+                trace_id,
+                with_arguments.then(|| Value::Object(arguments.clone())),
+            )
+        });
+        let values = FaceCaller::of(&caller, extensions);
+        let result = self
+            .calls
+            .run(ToolCall {
+                name: &request.name,
+                arguments: RawArguments {
+                    structured: Some(arguments),
+                    json: String::new(),
+                },
+                view: asker.view.as_deref(),
+                caller: &caller,
+                values: &values,
+                timeout: None,
+                deadline: None,
+                trace: incoming,
+                conversation: Some(conversation),
+            })
+            .await;
+        let Some(pending) = pending else {
+            return result;
+        };
+        let commit = pending.commit(result.as_ref().map(|called| Answered {
+            is_error: called.result.is_error == Some(true),
+            server: called.server.as_str(),
+        }));
+        commit.settle(result).await
     }
 
     /// What the upstream server sent during a call, passed on to the MCP client that made it.
@@ -193,6 +179,20 @@ impl Face {
             }
             other => relay(source, other).await,
         }
+    }
+}
+
+/// What a call's client is answered: the tool's result, or the refusal as the one table
+/// says.
+pub(super) fn answer_of(
+    result: Result<Called, RequestError>,
+) -> Result<CallToolResponse, ErrorData> {
+    match result {
+        Ok(mut called) => {
+            cache::complete(&mut called.result.result_type, &mut called.result.meta);
+            Ok(called.result.into())
+        }
+        Err(error) => refused_call(Refusal::from(&error)).map(Into::into),
     }
 }
 

@@ -22,6 +22,7 @@ mod serving;
 mod session;
 mod session_access;
 mod session_caps;
+mod tasks;
 mod tool_list;
 mod views;
 

@@ -16,12 +16,12 @@ use std::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
-        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-        SubscriptionFilter, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+        CompleteResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+        GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -116,6 +116,7 @@ impl ServerHandler for Face {
             .enable_prompts_list_changed()
             .enable_logging()
             .enable_completions()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolbroker", env!("CARGO_PKG_VERSION")))
@@ -254,6 +255,9 @@ impl ServerHandler for Face {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.takes_tasks(&request, &context) {
+            return self.call_as_task(request, &context).await;
+        }
         if cache::owed(context.protocol_version().as_ref()) {
             return self.call_in_rounds(request, &context).await;
         }
@@ -484,6 +488,32 @@ impl ServerHandler for Face {
             .map_err(|error| refused_request(Asked::Other, &error))?;
         cache::complete(&mut result.result_type, &mut result.meta);
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task = self.task_status(&request.task_id, &context).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.answer_task(&request.task_id, &request.input_responses, &context)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_of(&request.task_id, &context).await
     }
 
     async fn discover(
