@@ -107,6 +107,10 @@ pub struct DemoServerArgs {
     /// Handle one tool call at a time (the others wait), like many real MCP servers.
     #[arg(long)]
     pub serial: bool,
+    /// Answer `sleep` and `ask` as tasks (MCP 2026-07-28's Tasks extension) to a client that
+    /// declares the extension.
+    #[arg(long)]
+    pub tasks: bool,
     /// A label with no effect but to show in `whoami`'s arguments (to see what a config passed).
     #[arg(long, value_name = "TEXT")]
     pub tag: Option<String>,

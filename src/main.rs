@@ -93,6 +93,7 @@ async fn demo(args: DemoServerArgs) -> ExitCode {
         extra_tools: args.extra_tools,
         page_size: args.page_size,
         serial: args.serial,
+        tasks: args.tasks,
     };
     let http = match args.transport {
         DemoTransport::Stdio => return report(demo_server::serve_stdio(options).await),

@@ -154,7 +154,7 @@ pub(super) fn echo_arguments<T: DeserializeOwned>(
 }
 
 /// `ask`'s question: one required string `answer` (or why it cannot be built).
-fn question(args: AskArgs) -> Result<ElicitRequestParams, String> {
+pub(super) fn question(args: AskArgs) -> Result<ElicitRequestParams, String> {
     let schema = ElicitationSchema::builder()
         .required_string("answer")
         .build()
@@ -167,7 +167,7 @@ fn question(args: AskArgs) -> Result<ElicitRequestParams, String> {
 }
 
 /// What `ask` says of the user's answer.
-fn answered(result: &ElicitResult) -> CallToolResult {
+pub(super) fn answered(result: &ElicitResult) -> CallToolResult {
     match result.action {
         ElicitationAction::Accept => {
             let answer = result
@@ -277,7 +277,7 @@ fn sleep_cancelled(slept_ms: u64, reason: &str) -> CallToolResult {
 }
 
 /// When step `step` of `steps` ends, in ms from the start; u128 so no `ms` can overflow.
-fn step_end_ms(ms: u64, step: u32, steps: u32) -> u64 {
+pub(super) fn step_end_ms(ms: u64, step: u32, steps: u32) -> u64 {
     let end = u128::from(ms) * u128::from(step) / u128::from(steps);
     u64::try_from(end).expect("step <= steps, so end <= ms")
 }

@@ -16,6 +16,7 @@ mod http;
 mod legacy_sse;
 mod offers;
 mod stdio;
+mod tasks;
 mod tools;
 
 pub use self::{
@@ -68,6 +69,9 @@ pub struct DemoOptions {
     pub page_size: usize,
     /// Run one tool call at a time, as many real servers do (for replica tests and benchmarks).
     pub serial: bool,
+    /// Answer `sleep` and `ask` as tasks to a 2026-07-28 client that declares the Tasks
+    /// extension.
+    pub tasks: bool,
 }
 
 /// The demo MCP server handler. Clones share one tool set and one set of listeners.
@@ -88,6 +92,8 @@ struct Shared {
     stop: CancellationToken,
     /// Held around each tool call with `serial`, so calls wait for the one running.
     one_at_a_time: tokio::sync::Mutex<()>,
+    /// The tasks of `--tasks`.
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 impl std::fmt::Debug for DemoServer {
@@ -112,6 +118,7 @@ impl DemoServer {
             tools_changed,
             stop: CancellationToken::new(),
             one_at_a_time: tokio::sync::Mutex::new(()),
+            tasks: rmcp::task_manager::TaskManager::new(),
         };
         Self {
             shared: Arc::new(shared),
@@ -281,12 +288,16 @@ fn crash() -> ! {
 
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
-            .enable_prompts()
-            .build();
+            .enable_prompts();
+        let capabilities = if self.shared.options.tasks {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         let mut info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));
         info.icons = Some(vec![content::logo_icon()]);
         ServerConfig::new(capabilities)
@@ -336,6 +347,21 @@ impl ServerHandler for DemoServer {
             return Err(ErrorData::invalid_params(message, None));
         };
         let span = tool_span(&request.name, &context.meta);
+        if self.shared.options.tasks && tasks::taken(&context) {
+            let args = request.arguments.clone().unwrap_or_default();
+            let _entered = span.enter();
+            match kind {
+                ToolKind::Builtin(Builtin::Sleep) => {
+                    let args = parse_args("sleep", args)?;
+                    let stop = self.shared.stop.clone();
+                    return Ok(tasks::sleep(&self.shared.tasks, args, stop));
+                }
+                ToolKind::Builtin(Builtin::Ask) => {
+                    return tasks::ask(&self.shared.tasks, parse_args("ask", args)?);
+                }
+                _ => {}
+            }
+        }
         if kind == ToolKind::Builtin(Builtin::Ask)
             && context
                 .protocol_version()
@@ -411,6 +437,33 @@ impl ServerHandler for DemoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         offers::get_prompt(&request.name, request.arguments.unwrap_or_default()).map(Into::into)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let task = self.shared.tasks.get_task(&request.task_id)?;
+        Ok(rmcp::model::GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared
+            .tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel_task(&request.task_id)
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {

@@ -458,3 +458,55 @@ async fn a_broker_stopping_fails_running_operations_saying_why() {
     }
     assert_eq!(metadata(&ended).state(), proto::TaskState::Failed);
 }
+
+#[tokio::test]
+async fn an_operation_writes_one_audit_line_when_it_ends_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let broker = builder(json!({}))
+        .top("audit", json!({"file": log.display().to_string()}))
+        .top("metrics_listen", "127.0.0.1:0")
+        .start()
+        .await;
+    broker.wait_ready().await;
+    let echoed = start(&broker, "alice", "echo", r#"{"message": "kept"}"#)
+        .await
+        .unwrap();
+    wait(&broker, "alice", &echoed.name, 10).await.unwrap();
+    let sleeping = start(&broker, "alice", "sleep", r#"{"ms": 30000, "steps": 300}"#)
+        .await
+        .unwrap();
+    let cancel = lro::CancelOperationRequest {
+        name: sleeping.name.clone(),
+    };
+    operations(&broker)
+        .cancel_operation(as_caller(Some("alice"), &[], cancel))
+        .await
+        .unwrap();
+    let lines = crate::audit_support::lines(&log, 2).await;
+    let shown: Vec<(&str, &str, &str)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["tool"].as_str().unwrap(),
+                line["code"].as_str().unwrap(),
+                line["caller"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [("echo", "OK", "alice"), ("sleep", "CANCELLED", "alice")],
+        "{lines:?}"
+    );
+    toolbroker::tls_provider::install();
+    let url = broker.metrics_url().await;
+    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    for want in [
+        r#"toolbroker_tasks_ended_total{state="completed"} 1"#,
+        r#"toolbroker_tasks_ended_total{state="cancelled"} 1"#,
+        "toolbroker_tasks_running 0",
+    ] {
+        assert!(text.contains(want), "{want} in:\n{text}");
+    }
+}

@@ -53,4 +53,5 @@ mod unix_socket;
 mod upstream_2026;
 mod upstream_isolation;
 mod upstream_oauth;
+mod upstream_tasks;
 mod watch;

@@ -364,3 +364,42 @@ async fn nothing_is_exported_when_otlp_is_disabled() {
         spans.borrow()
     );
 }
+
+#[tokio::test]
+async fn a_long_calls_spans_continue_the_trace_of_the_request_that_started_it() {
+    let (endpoint, mut spans) = grpc_collector().await;
+    let broker = traced_broker(exporting(&endpoint, "grpc")).await;
+    let mut request = traced_call("echo_meta");
+    *request.get_mut() = proto::CallToolRequest {
+        name: "echo_meta".into(),
+        arguments_json: "{}".into(),
+        ..Default::default()
+    };
+    broker
+        .client
+        .clone()
+        .start_tool_call(request)
+        .await
+        .unwrap();
+    let server = span(&mut spans, "StartToolCall", |s| {
+        s.name == "toolbroker.v1.ToolBroker/StartToolCall"
+    })
+    .await;
+    assert_eq!(
+        (server.trace_id.as_str(), server.parent.as_str()),
+        (TRACE_ID, CALLER_SPAN)
+    );
+    let task = span(&mut spans, "the task's", |s| s.name == "task").await;
+    assert_eq!(
+        (task.trace_id.as_str(), task.parent.as_str()),
+        (TRACE_ID, server.span_id.as_str())
+    );
+    let client = span(&mut spans, "tools/call", |s| {
+        s.kind == SpanKind::Client as i32
+    })
+    .await;
+    assert_eq!(
+        (client.trace_id.as_str(), client.parent.as_str()),
+        (TRACE_ID, task.span_id.as_str())
+    );
+}

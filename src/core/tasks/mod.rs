@@ -142,8 +142,9 @@ impl Tasks {
             self.0.count.send_replace(running.len());
         }
         metrics::gauge!("toolbroker_tasks_running").increment(1);
+        // A child of the starting request's span: the call's spans continue its trace, though
+        // they outlive it.
         let span = tracing::info_span!("task", task.id = %id, tool = %record.tool);
-        span.follows_from(tracing::Span::current());
         let runner = run::Runner {
             tasks: self.clone(),
             record: record.clone(),

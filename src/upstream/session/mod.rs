@@ -9,6 +9,7 @@ pub(crate) mod changes;
 pub(crate) mod classify;
 pub(crate) mod client_handler;
 pub(crate) mod connect;
+pub(crate) mod followed_task;
 pub(crate) mod icons;
 pub(crate) mod interactions;
 pub(crate) mod link;

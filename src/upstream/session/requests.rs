@@ -28,7 +28,7 @@ use crate::upstream::{
     session::interactions::Registration,
     session::link::Link,
     session::listen::Unconfirmed,
-    session::rounds::MAX_ROUNDS,
+    session::rounds::{MAX_ROUNDS, Stateless},
     transport::stdio::call_lane::ServerAnswer,
 };
 use crate::{
@@ -175,7 +175,8 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
         self.on_replica(caller, async |replica: &Replica| {
-            self.request_on(replica, caller, request, timeout).await
+            self.request_on(replica, caller.key(), request, timeout)
+                .await
         })
         .await
     }
@@ -221,23 +222,25 @@ impl Upstream {
                     UnsubscribeRequestParams::new(uri),
                 ))
             };
-            self.request_on(replica, caller, request, self.timeout)
+            self.request_on(replica, caller.key(), request, self.timeout)
                 .await
                 .map(drop)
         })
         .await
     }
 
-    async fn request_on(
+    /// Sends `request` of `caller` on `replica` and waits `timeout` for its answer; the server
+    /// is told to cancel it if this future is dropped or the time runs out.
+    pub(super) async fn request_on(
         &self,
         replica: &Replica,
-        caller: &dyn CallerValues,
+        caller: &CallerKey,
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, RequestError> {
         // Counted before it goes out: what the server sends during it is not another
         // caller's streaming call's.
-        let mut registration = replica.interactions.begin(None, Some(caller.key()));
+        let mut registration = replica.interactions.begin(None, Some(caller));
         let mut options = PeerRequestOptions::no_options();
         if let Some(stateless) = &replica.stateless {
             // No client to ask: the server must not count on one (it answers without, or
@@ -362,8 +365,19 @@ impl Upstream {
         let mut sending = params;
         for rounds in 1.. {
             let answer = self.round(&mut round, sending, meta.clone()).await?;
-            let ServerResult::InputRequiredResult(input) = answer else {
-                return self.tool_result(answer);
+            let input = match answer {
+                ServerResult::InputRequiredResult(input) => input,
+                ServerResult::CreateTaskResult(created) => {
+                    let following = Following {
+                        replica,
+                        stateless,
+                        conversation: conversation.as_ref(),
+                        caller,
+                    };
+                    let ends = Ends { hard, timing };
+                    return self.follow_task(following, created, ends).await;
+                }
+                answer => return self.tool_result(answer),
             };
             if rounds > MAX_ROUNDS {
                 return Err(RequestError::BadResult {
@@ -434,7 +448,7 @@ impl Upstream {
     }
 
     /// The call's time ran out.
-    fn timed_out(&self, timing: Timing) -> RequestError {
+    pub(super) fn timed_out(&self, timing: Timing) -> RequestError {
         RequestError::Timeout {
             server: self.server.clone(),
             after: timing.timeout,
@@ -556,6 +570,20 @@ struct Round<'r, 'a> {
     pulse: Option<&'r Pulse>,
     timing: Timing,
     span: &'r Span,
+}
+
+/// Where a task is followed from: the session it lives on and the call's client.
+pub(super) struct Following<'a> {
+    pub replica: &'a Replica,
+    pub stateless: &'a Stateless,
+    pub conversation: Option<&'a Conversation>,
+    pub caller: &'a CallerKey,
+}
+
+/// When following must stop: the call's hard end, and its timing (for the error).
+pub(super) struct Ends {
+    pub hard: Instant,
+    pub timing: Timing,
 }
 
 /// Who a call's server may ask back: the streaming call's client (if any), for `caller`.

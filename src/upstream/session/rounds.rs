@@ -14,7 +14,8 @@
 
 use rmcp::model::{
     ClientCapabilities, ElicitResult, ElicitationAction, Implementation, InputRequest,
-    InputRequests, InputResponses, ListRootsResult, ProtocolVersion, RequestMetaObject,
+    InputRequests, InputResponses, JsonObject, ListRootsResult, ProtocolVersion, RequestMetaObject,
+    TASKS_EXTENSION_ID,
 };
 
 use crate::{
@@ -81,6 +82,12 @@ impl Stateless {
         if !client.sample {
             capabilities.sampling = None;
         }
+        // A server may answer a call with a task: the broker follows it for the caller
+        // (`followed_task`).
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         capabilities
     }
 
