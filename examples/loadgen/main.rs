@@ -55,6 +55,7 @@ mod fanout;
 mod floor;
 mod guards;
 mod listing;
+mod long_calls;
 mod per_caller;
 mod replicas;
 mod report;
@@ -115,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
         "callers",
         "guards",
         "stream",
+        "operations",
         "face",
         "search",
         "soak",
@@ -157,6 +159,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "stream" {
         streaming::run(plan).await?;
+    }
+    if all || scenario == "operations" {
+        long_calls::run(plan).await?;
     }
     if all || scenario == "search" {
         search::run(plan).await?;

@@ -460,7 +460,7 @@ async fn a_broker_stopping_fails_running_operations_saying_why() {
 }
 
 #[tokio::test]
-async fn an_operation_writes_one_audit_line_when_it_ends_and_is_counted() {
+async fn an_operation_writes_one_audit_line_when_it_ends_a_refusal_at_once_and_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.log");
     let broker = builder(json!({}))
@@ -469,6 +469,8 @@ async fn an_operation_writes_one_audit_line_when_it_ends_and_is_counted() {
         .start()
         .await;
     broker.wait_ready().await;
+    let unknown = start(&broker, "alice", "nope", "{}").await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
     let echoed = start(&broker, "alice", "echo", r#"{"message": "kept"}"#)
         .await
         .unwrap();
@@ -483,8 +485,8 @@ async fn an_operation_writes_one_audit_line_when_it_ends_and_is_counted() {
         .cancel_operation(as_caller(Some("alice"), &[], cancel))
         .await
         .unwrap();
-    let lines = crate::audit_support::lines(&log, 2).await;
-    let shown: Vec<(&str, &str, &str)> = lines
+    let lines = crate::audit_support::lines(&log, 3).await;
+    let mut shown: Vec<(&str, &str, &str)> = lines
         .iter()
         .map(|line| {
             (
@@ -494,9 +496,14 @@ async fn an_operation_writes_one_audit_line_when_it_ends_and_is_counted() {
             )
         })
         .collect();
+    shown.sort_unstable();
     assert_eq!(
         shown,
-        [("echo", "OK", "alice"), ("sleep", "CANCELLED", "alice")],
+        [
+            ("echo", "OK", "alice"),
+            ("nope", "NOT_FOUND", "alice"),
+            ("sleep", "CANCELLED", "alice")
+        ],
         "{lines:?}"
     );
     toolbroker::tls_provider::install();

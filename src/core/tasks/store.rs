@@ -59,25 +59,53 @@ struct Kept {
     changes: watch::Sender<()>,
 }
 
+/// One owner's records: their ids, oldest first, and how many of them run.
+#[derive(Default)]
+struct Owned {
+    ids: VecDeque<String>,
+    running: usize,
+}
+
 #[derive(Default)]
 struct Records {
     by_id: HashMap<String, Kept>,
-    /// Each owner's ids, oldest first.
-    by_owner: HashMap<CallerKey, VecDeque<String>>,
+    by_owner: HashMap<CallerKey, Owned>,
 }
 
 impl Records {
     fn remove(&mut self, id: &str) -> Option<Kept> {
         let kept = self.by_id.remove(id)?;
-        if let Some(ids) = self.by_owner.get_mut(&kept.record.owner) {
-            ids.retain(|kept_id| kept_id != id);
-            if ids.is_empty() {
+        if let Some(owned) = self.by_owner.get_mut(&kept.record.owner) {
+            // Most often the oldest (expired, or making room): no scan.
+            if owned.ids.front().is_some_and(|first| first == id) {
+                owned.ids.pop_front();
+            } else {
+                owned.ids.retain(|kept_id| kept_id != id);
+            }
+            if !kept.record.state.is_terminal() {
+                owned.running = owned.running.saturating_sub(1);
+            }
+            if owned.ids.is_empty() {
                 self.by_owner.remove(&kept.record.owner);
             }
         }
         // Its waiters see the change (the record is gone).
         kept.changes.send_replace(());
         Some(kept)
+    }
+
+    /// The oldest finished record of `owner`, if any.
+    fn oldest_finished(&self, owner: &CallerKey) -> Option<String> {
+        let owned = self.by_owner.get(owner)?;
+        owned
+            .ids
+            .iter()
+            .find(|id| {
+                self.by_id
+                    .get(id.as_str())
+                    .is_some_and(|kept| kept.record.state.is_terminal())
+            })
+            .cloned()
     }
 }
 
@@ -103,40 +131,22 @@ impl TaskStore for MemoryStore {
         let created = (|| {
             let mut records = self.lock();
             let owner = record.owner.clone();
-            let ids: Vec<String> = records
+            let (running, kept) = records
                 .by_owner
                 .get(&owner)
-                .map(|ids| ids.iter().cloned().collect())
-                .unwrap_or_default();
-            let running = ids
-                .iter()
-                .filter(|id| {
-                    records
-                        .by_id
-                        .get(id.as_str())
-                        .is_some_and(|kept| !kept.record.state.is_terminal())
-                })
-                .count();
+                .map_or((0, 0), |owned| (owned.running, owned.ids.len()));
             if running >= max_running {
                 return Err(TooMany { running });
             }
-            if ids.len() >= max_kept {
-                let oldest_finished = ids.iter().find(|id| {
-                    records
-                        .by_id
-                        .get(id.as_str())
-                        .is_some_and(|kept| kept.record.state.is_terminal())
-                });
-                if let Some(id) = oldest_finished.cloned() {
-                    records.remove(&id);
-                }
+            if kept >= max_kept
+                && let Some(id) = records.oldest_finished(&owner)
+            {
+                records.remove(&id);
             }
             let id = record.id.clone();
-            records
-                .by_owner
-                .entry(owner)
-                .or_default()
-                .push_back(id.clone());
+            let owned = records.by_owner.entry(owner).or_default();
+            owned.ids.push_back(id.clone());
+            owned.running += 1;
             let (changes, _) = watch::channel(());
             records.by_id.insert(id, Kept { record, changes });
             Ok(())
@@ -146,7 +156,12 @@ impl TaskStore for MemoryStore {
 
     fn put(&self, record: TaskRecord) -> BoxFuture<'_, ()> {
         let mut records = self.lock();
-        if let Some(kept) = records.by_id.get_mut(&record.id) {
+        let Records { by_id, by_owner } = &mut *records;
+        if let Some(kept) = by_id.get_mut(&record.id) {
+            let ended = !kept.record.state.is_terminal() && record.state.is_terminal();
+            if ended && let Some(owned) = by_owner.get_mut(&record.owner) {
+                owned.running = owned.running.saturating_sub(1);
+            }
             kept.record = record;
             kept.changes.send_replace(());
         }
@@ -170,8 +185,10 @@ impl TaskStore for MemoryStore {
         let listed = records
             .by_owner
             .get(owner)
-            .map(|ids| {
-                ids.iter()
+            .map(|owned| {
+                owned
+                    .ids
+                    .iter()
                     .rev()
                     .filter_map(|id| records.by_id.get(id))
                     .filter(|kept| !kept.record.expired(now))

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::{
     audit_draft,
-    broker_service::{BrokerService, refused},
+    broker_service::{BrokerService, PreparedCall, refused},
     call_stream, messages,
     observe::observe,
     status::grpc_code,
@@ -42,12 +42,13 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 /// StartToolCall: the call checked as CallTool checks it (the gate, the view, the caller's
-/// grants, the tool), then started as a task of the caller's; its operation, at once.
+/// grants, the tool), then started as a task of the caller's; its operation, at once. A
+/// refusal is audited as CallTool's is; a started call's line is written when it ends.
 pub(super) async fn start(
     service: &BrokerService,
     request: Request<proto::CallToolRequest>,
 ) -> Result<lro::Operation, RequestError> {
-    let draft = service.calls.audited(|with_arguments| {
+    let pending = service.calls.audited(|with_arguments| {
         audit_draft::draft(
             request.get_ref(),
             request.metadata(),
@@ -55,8 +56,50 @@ pub(super) async fn start(
             with_arguments,
         )
     });
-    let draft = draft.and_then(|mut pending| pending.draft.take());
     let (metadata, extensions, request) = request.into_parts();
+    let (prepared, server) = match checked(service, metadata, extensions, request) {
+        Ok(checked) => checked,
+        Err(error) => {
+            return match pending {
+                Some(refused) => refused.commit(Err(&error)).settle(Err(error)).await,
+                None => Err(error),
+            };
+        }
+    };
+    let draft = pending.and_then(|mut pending| pending.draft.take());
+    let calls = service.calls.clone();
+    let owner = prepared.context.caller.key.clone();
+    let tool = prepared.name.clone();
+    let record = service
+        .calls
+        .tasks()
+        .start(owner, tool, server, move |conversation| {
+            let mut prepared = prepared;
+            async move {
+                let pending = draft.and_then(|draft| calls.audited(|_| draft));
+                let result = calls.run(prepared.tool_call(Some(conversation))).await;
+                let Some(pending) = pending else {
+                    return result;
+                };
+                // Written when the call ends, before anyone is told it did.
+                let answered = result.as_ref().map(|called| Answered {
+                    is_error: called.result.is_error == Some(true),
+                    server: called.server.as_str(),
+                });
+                pending.commit(answered).settle(result).await
+            }
+        })
+        .await?;
+    Ok(operation(&record, service))
+}
+
+/// A StartToolCall decoded and admitted, with its tool's server.
+fn checked(
+    service: &BrokerService,
+    metadata: tonic::metadata::MetadataMap,
+    extensions: tonic::Extensions,
+    request: proto::CallToolRequest,
+) -> Result<(PreparedCall, String), RequestError> {
     let mut prepared = service.prepare(metadata, extensions, request)?;
     // The call outlives this request: its own timeout holds, not the request's deadline.
     prepared.deadline = None;
@@ -64,32 +107,12 @@ pub(super) async fn start(
     service
         .calls
         .admit(view, &prepared.context.caller, &prepared.name)?;
-    let Some(server) = service.broker().owner(&prepared.name) else {
-        return Err(RequestError::UnknownTool {
+    match service.broker().owner(&prepared.name) {
+        Some(server) => Ok((prepared, server)),
+        None => Err(RequestError::UnknownTool {
             name: prepared.name,
-        });
-    };
-    let calls = service.calls.clone();
-    let owner = prepared.context.caller.key.clone();
-    let tool = prepared.name.clone();
-    let record = service
-        .calls
-        .tasks()
-        .start(owner, tool, server, move |conversation| async move {
-            let pending = draft.and_then(|draft| calls.audited(|_| draft));
-            let result = calls.run(prepared.tool_call(Some(conversation))).await;
-            let Some(pending) = pending else {
-                return result;
-            };
-            // Written when the call ends, before anyone is told it did.
-            let answered = result.as_ref().map(|called| Answered {
-                is_error: called.result.is_error == Some(true),
-                server: called.server.as_str(),
-            });
-            pending.commit(answered).settle(result).await
-        })
-        .await?;
-    Ok(operation(&record, service))
+        }),
+    }
 }
 
 /// AnswerToolCall: the answers go to the open questions they name.
