@@ -6,7 +6,7 @@ use anyhow::{Context as _, bail};
 use prost::Message as _;
 use tonic::transport::Channel;
 use toolbroker::proto::{
-    CallToolRequest, CallToolResponse,
+    CallToolResponse,
     google::longrunning::{
         WaitOperationRequest, operation::Result as Ended, operations_client::OperationsClient,
     },
@@ -18,16 +18,8 @@ use crate::{
     broker::{BrokerProcess, measure_process},
     demo_config,
     report::{Figures, median},
-    streaming::unary_echo,
+    streaming::{echo, unary_echo},
 };
-
-fn echo() -> CallToolRequest {
-    CallToolRequest {
-        name: "echo".into(),
-        arguments_json: r#"{"message": "hello"}"#.into(),
-        ..Default::default()
-    }
-}
 
 /// Runs both kinds of call at each concurrency, interleaved, and prints the medians and the
 /// operation's cost against the unary call.

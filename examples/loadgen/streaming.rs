@@ -17,7 +17,8 @@ use crate::{
     report::{Figures, median},
 };
 
-fn echo() -> CallToolRequest {
+/// CallTool's `echo` of "hello".
+pub fn echo() -> CallToolRequest {
     CallToolRequest {
         name: "echo".into(),
         arguments_json: r#"{"message": "hello"}"#.into(),

@@ -50,6 +50,13 @@ impl Stateless {
         capabilities: ClientCapabilities,
         roots: ListRootsResult,
     ) -> Self {
+        let mut capabilities = capabilities;
+        // A server may answer a call with a task: the broker follows it for the caller
+        // (`followed_task`). Declared once here, not built again for every request.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         Self {
             version,
             client,
@@ -82,12 +89,6 @@ impl Stateless {
         if !client.sample {
             capabilities.sampling = None;
         }
-        // A server may answer a call with a task: the broker follows it for the caller
-        // (`followed_task`).
-        capabilities
-            .extensions
-            .get_or_insert_with(Default::default)
-            .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         capabilities
     }
 
