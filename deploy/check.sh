@@ -40,10 +40,19 @@ PY
     # The pod's socket directory (an emptyDir there) is a directory of ours here.
     mkdir -p "$out/run"
     sed -i "s|/run/toolbroker/|$PWD/$out/run/|" "$out/$name.config.yaml"
-    # Secrets reach the config through ${VAR}: give them a stand-in value.
-    API_TOKEN=stand-in "$toolbroker" check --config "$out/$name.config.yaml"
+    # Secrets reach the config through ${VAR} and `password_env`: give them a stand-in value.
+    API_TOKEN=stand-in REDIS_PASSWORD=stand-in "$toolbroker" check --config "$out/$name.config.yaml"
     echo "$name: rendered, validated against Kubernetes $K8S_VERSION, config checked"
 done
 # The image's default config too.
 "$toolbroker" check --config deploy/config.yaml
 echo "deploy/config.yaml: config checked"
+# The HAProxy example (when haproxy is installed): its addresses come from the environment.
+if command -v haproxy >/dev/null; then
+    FRONT_BIND=127.0.0.1:9000 BROKER1=127.0.0.1:50051 BROKER2=127.0.0.1:50052 \
+        BROKER3=127.0.0.1:50053 HAPROXY_STATS_SOCKET=/tmp/toolbroker-haproxy.sock \
+        STATS_BIND=127.0.0.1:9001 haproxy -c -q -f deploy/haproxy/haproxy.cfg
+    echo "deploy/haproxy/haproxy.cfg: checked with $(haproxy -v | head -1 | cut -d' ' -f1-3)"
+else
+    echo "deploy/haproxy/haproxy.cfg: skipped (no haproxy)"
+fi

@@ -27,7 +27,8 @@ use crate::{
     config_file::{LoadError, Loaded},
     core::audit::AuditLog,
     core::broker::Broker,
-    core::tasks::Tasks,
+    core::tasks::{Tasks, redis_store::RedisStore},
+    core::unguessable::unguessable,
     domain::{
         config::{Audit, AuditSink, Config, ConfigError, ConfigErrors},
         state::Readiness,
@@ -37,6 +38,7 @@ use crate::{
     health::HealthStatuses,
     net::{ConnectionBudget, open_files},
     reload::{self, FileWatch, LiveConfig, Renewable, Trigger},
+    shared_state::Shared,
     tls::{self, CertReloader},
     upstream::{oauth, supervisor::fleet::Fleet},
 };
@@ -135,12 +137,23 @@ impl App {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let now = SystemTime::now();
+        let shared = match &config.state {
+            Some(spec) => {
+                let shared = Shared::connect(spec, unguessable())
+                    .map_err(|reason| anyhow::anyhow!(reason))?;
+                tracing::info!(redis = %shared.shown(), prefix = shared.prefix(),
+                    replica = shared.replica(), "rates, tokens and tasks are kept in Redis");
+                Some(shared)
+            }
+            None => None,
+        };
         let broker = Broker::new(
             config
                 .servers
                 .iter()
                 .map(|spec| (spec.policy(), spec.initial_condition(now)))
                 .collect(),
+            shared.clone(),
         );
         if let Some(addr) = config.metrics_listen {
             crate::metrics::start(addr, broker.clone(), shutdown.clone()).await?;
@@ -165,7 +178,13 @@ impl App {
                 shutdown.clone(),
                 config.limits.max_response_bytes,
                 audit.as_ref().map(|(log, _)| log.clone()),
-                Tasks::in_memory(config.tasks.clone()),
+                match &shared {
+                    Some(shared) => Tasks::new(
+                        config.tasks.clone(),
+                        Arc::new(RedisStore::new(shared.clone(), config.tasks.ttl)),
+                    ),
+                    None => Tasks::in_memory(config.tasks.clone()),
+                },
             )
             .first_message_within(connections.header_timeout),
         );
@@ -206,6 +225,7 @@ impl App {
             .map(|path| path.display().to_string());
         let scheme = if certs.is_some() { "https" } else { "http" };
         let auth = config.auth.enabled();
+        let started_state = config.state.clone();
         let (live, reloads, file_watch) = follow_reloads(self.loaded, &tasks, &shutdown);
         // Last: whoever reads this line may signal the broker at once (the SIGTERM and SIGINT
         // handlers were installed before `run`, SIGHUP's just now).
@@ -225,6 +245,7 @@ impl App {
                 certs,
                 broker,
                 audit,
+                state: started_state,
             },
             _file_watch: file_watch,
             _socket_file: socket_file,

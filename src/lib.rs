@@ -41,6 +41,7 @@ pub(crate) mod metrics;
 pub(crate) mod net;
 pub mod proto;
 pub(crate) mod reload;
+pub(crate) mod shared_state;
 pub mod telemetry;
 pub(crate) mod tls;
 pub mod tls_provider;

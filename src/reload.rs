@@ -18,7 +18,7 @@ use crate::{
     core::audit::AuditLog,
     core::broker::Broker,
     domain::{
-        config::{Audit, Config, ConfigErrors},
+        config::{Audit, Config, ConfigErrors, SharedState},
         names::ServerName,
         state::Readiness,
         views::Views,
@@ -50,10 +50,16 @@ pub struct Renewable {
     pub broker: Broker,
     /// The audit log and the settings it was opened with, when it is on.
     pub audit: Option<(AuditLog, Audit)>,
+    /// The `state` section the broker started with (a reload does not move it elsewhere).
+    pub state: Option<SharedState>,
 }
 
 impl Renewable {
     fn renew(&self, config: &Config) {
+        if config.state != self.state {
+            // Moving rates, tokens and tasks between stores while calls run would lose them.
+            tracing::warn!("a changed state section takes effect at the next start");
+        }
         self.broker.set_rules(config);
         match &self.audit {
             Some((log, running)) => log.reconfigure(config.audit.as_ref(), running),

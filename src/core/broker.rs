@@ -23,7 +23,7 @@ use crate::{
         call::{Timing, effective_timeout, prepare_arguments},
         caller::CallerValues,
         catalog::{Catalog, Event, Outcome, ServerPolicy, ServerView, Update},
-        config::Config,
+        config::{Config, kept_note},
         names::ServerName,
         offer::{PromptSpec, Resources},
         overrides,
@@ -32,6 +32,7 @@ use crate::{
         tool::{ExposedTool, ToolSpec},
         views::Views,
     },
+    shared_state::Shared,
     upstream::{Reporter, Upstream},
 };
 
@@ -53,6 +54,9 @@ pub struct Snapshot {
     pub rates: Arc<RateLimits>,
     /// The views in force (replaced on reload).
     pub views: Arc<Views>,
+    /// Where each server's rates and OAuth tokens are kept, for people (servers with neither
+    /// are absent).
+    pub kept: Arc<HashMap<ServerName, String>>,
 }
 
 impl Snapshot {
@@ -98,6 +102,8 @@ struct Inner {
     /// How many subscribers each (server, URI) has: subscribed upstream from the first,
     /// unsubscribed after the last.
     subscribers: Mutex<HashMap<(ServerName, String), usize>>,
+    /// The Redis replicas share (`state.redis`), where rates are kept.
+    shared: Option<Shared>,
 }
 
 /// A server said one of its resources changed.
@@ -122,13 +128,15 @@ impl Drop for WatcherGuard {
 }
 
 impl Broker {
-    /// A broker for these servers (in configuration order), each in its initial condition.
-    pub fn new(servers: Vec<(ServerPolicy, ServerCondition)>) -> Self {
+    /// A broker for these servers (in configuration order), each in its initial condition,
+    /// keeping its rate budgets in `shared` when given.
+    pub fn new(servers: Vec<(ServerPolicy, ServerCondition)>, shared: Option<Shared>) -> Self {
         let state = Snapshot {
             catalog: Catalog::new(servers),
             sessions: HashMap::new(),
             rates: Arc::default(),
             views: Arc::default(),
+            kept: Arc::default(),
         };
         let (snapshots, _) = watch::channel(Arc::new(state.clone()));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -141,6 +149,7 @@ impl Broker {
                 watchers: AtomicUsize::new(0),
                 updates,
                 subscribers: Mutex::default(),
+                shared,
             }),
         }
     }
@@ -191,7 +200,24 @@ impl Broker {
     /// change keeps its state, and new views are announced with a `Views` event.
     pub fn set_rules(&self, config: &Config) {
         self.update(|state| {
-            state.rates = Arc::new(RateLimits::new(config, Some(&state.rates)));
+            state.rates = Arc::new(RateLimits::new(
+                config,
+                Some(&state.rates),
+                self.inner.shared.as_ref(),
+            ));
+            let kept = config
+                .servers
+                .iter()
+                .filter_map(|spec| {
+                    let note = kept_note(
+                        spec,
+                        config.limits.caller_rate.is_some(),
+                        self.inner.shared.as_ref().map(Shared::place),
+                    )?;
+                    Some((spec.name.clone(), note))
+                })
+                .collect();
+            state.kept = Arc::new(kept);
             let views = Views::new(&config.views);
             if *state.views == views {
                 return Outcome::default();
@@ -225,7 +251,7 @@ impl Broker {
         let (tool, upstream) = route(&snapshot, name)?;
         // The RPC's span (and so every log line of this call) names the server.
         tracing::Span::current().record("server", tool.server.as_str());
-        snapshot.rates.admit(caller.key(), &tool.server)?;
+        snapshot.rates.admit(caller.key(), &tool.server).await?;
         let mut arguments = prepare_arguments(arguments, tool.spec.input_schema())?;
         // The caller's arguments are checked against the schema it was shown (fixed ones
         // removed); the fixed ones are added after.

@@ -35,6 +35,14 @@ impl CallerKind {
             CallerKind::Certificate => "cert",
         }
     }
+
+    /// The kind named `name` (as [`CallerKind::name`] gives it).
+    pub fn parse(name: &str) -> Option<Self> {
+        use CallerKind::*;
+        [Anonymous, Token, Jwt, Certificate]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
 }
 
 /// A caller's identity: what per-caller sessions are keyed by.

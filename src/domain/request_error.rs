@@ -287,6 +287,15 @@ pub enum RequestError {
         /// The limit.
         limit: usize,
     },
+    /// The shared state (Redis) could not be reached: for a rate check, with
+    /// `state.on_unavailable: refuse`; for a task, always.
+    #[error("the shared state (Redis at {redis}) cannot be reached ({reason}); retry shortly")]
+    StateUnavailable {
+        /// Where Redis is (no password).
+        redis: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// What was asked of an operation does not fit where it stands (e.g. deleting a running
     /// one, answering a question it does not have).
     #[error("operation {name:?}: {reason}")]
@@ -583,6 +592,24 @@ impl Code {
             Code::FailedPrecondition => "FAILED_PRECONDITION",
         }
     }
+
+    /// The code named `name` (as [`Code::name`] gives it).
+    pub fn parse(name: &str) -> Option<Self> {
+        use Code::*;
+        [
+            NotFound,
+            InvalidArgument,
+            Unavailable,
+            DeadlineExceeded,
+            Internal,
+            ResourceExhausted,
+            Unauthenticated,
+            PermissionDenied,
+            FailedPrecondition,
+        ]
+        .into_iter()
+        .find(|code| code.name() == name)
+    }
 }
 
 /// How loudly an error is logged where it is handled.
@@ -647,6 +674,8 @@ impl RequestError {
             RequestError::UnknownOperation { .. } => (NotFound, Debug, "unknown_operation"),
             RequestError::TooManyTasks { .. } => (ResourceExhausted, Debug, "too_many_tasks"),
             RequestError::OperationState { .. } => (FailedPrecondition, Debug, "operation_state"),
+            // Debug: the state errors counter and one warning tell of it, not every call.
+            RequestError::StateUnavailable { .. } => (Unavailable, Debug, "state_unavailable"),
             RequestError::MissingCallerValue { .. } => {
                 (FailedPrecondition, Debug, "missing_caller_value")
             }
@@ -692,6 +721,7 @@ impl RequestError {
                 | RequestError::RequestTooLarge
                 | RequestError::ShuttingDown
                 | RequestError::AuditUnavailable
+                | RequestError::StateUnavailable { .. }
         )
     }
 }

@@ -42,6 +42,7 @@ mod replicas;
 mod resources_prompts;
 mod security;
 mod server_failures;
+mod shared_state;
 mod socket_hostile_frames;
 mod stalled_stdin;
 mod streaming;

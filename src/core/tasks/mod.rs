@@ -11,6 +11,7 @@
 )]
 
 pub mod record;
+pub mod redis_store;
 mod run;
 pub mod store;
 
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 pub use record::{Asked, Failure, Outcome, Question, TaskRecord, TaskState};
-pub use store::{MemoryStore, TaskStore};
+pub use store::{Control, MemoryStore, NotCreated, StoreDown, TaskStore};
 
 use crate::{
     conversation::Conversation,
@@ -34,8 +35,9 @@ use crate::{
     domain::{caller::CallerKey, config, request_error::RequestError},
 };
 
-/// How often records past their time are swept away (they are hidden at once).
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How often records past their time are swept away (they are hidden at once), and a shared
+/// store's tasks whose process is gone are ended.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// Answers that may wait for a task's runner; more at once are refused.
 const ANSWER_BUFFER: usize = 64;
 /// Records one caller may keep, running or finished, per task it may run: past it, its
@@ -44,7 +46,7 @@ const ANSWER_BUFFER: usize = 64;
 const KEPT_PER_RUNNING: usize = 10;
 
 /// An answer to one of a task's open questions.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Answer {
     /// To elicitation `id`.
     Elicit(String, ElicitResult),
@@ -129,9 +131,9 @@ impl Tasks {
             .store
             .create(record.clone(), limit, kept)
             .await
-            .map_err(|too_many| RequestError::TooManyTasks {
-                running: too_many.running,
-                limit,
+            .map_err(|refused| match refused {
+                NotCreated::TooMany { running } => RequestError::TooManyTasks { running, limit },
+                NotCreated::Down(down) => unavailable(down),
             })?;
         let (conversation, events) = Conversation::new();
         let (stop, stopped) = watch::channel(None);
@@ -159,7 +161,7 @@ impl Tasks {
 
     /// Task `id` of `owner`; NOT_FOUND for another caller's, as for none.
     pub async fn get(&self, owner: &CallerKey, id: &str) -> Result<TaskRecord, RequestError> {
-        match self.0.store.get(id).await {
+        match self.0.store.get(id).await.map_err(unavailable)? {
             Some(record) if record.owner == *owner => Ok(record),
             _ => Err(RequestError::UnknownOperation {
                 name: id.to_owned(),
@@ -168,8 +170,8 @@ impl Tasks {
     }
 
     /// Every kept task of `owner`, newest first.
-    pub async fn list(&self, owner: &CallerKey) -> Vec<TaskRecord> {
-        self.0.store.list(owner).await
+    pub async fn list(&self, owner: &CallerKey) -> Result<Vec<TaskRecord>, RequestError> {
+        self.0.store.list(owner).await.map_err(unavailable)
     }
 
     /// Task `id` of `owner` once it ended, or as it stands after `within`.
@@ -210,12 +212,27 @@ impl Tasks {
     /// and it ends cancelled. A task that ended stays as it ended.
     pub async fn cancel(&self, owner: &CallerKey, id: &str) -> Result<(), RequestError> {
         let record = self.get(owner, id).await?;
-        if !record.state.is_terminal()
-            && let Some(running) = self.lock().get(id)
-        {
-            running.stop.send_replace(Some(Stop::Cancelled));
+        if record.state.is_terminal() || self.stop(id, Stop::Cancelled) {
+            return Ok(());
         }
+        // Another replica runs it.
+        self.0
+            .store
+            .relay(id, Control::Cancel)
+            .await
+            .map_err(unavailable)?;
         Ok(())
+    }
+
+    /// Stops task `id` if this process runs it; whether it does.
+    fn stop(&self, id: &str, stop: Stop) -> bool {
+        match self.lock().get(id) {
+            Some(running) => {
+                running.stop.send_replace(Some(stop));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Forgets task `id` of `owner`, which must have ended.
@@ -227,7 +244,7 @@ impl Tasks {
                 reason: "it is still running; cancel it first, or wait for it to end".into(),
             });
         }
-        self.0.store.delete(id).await;
+        self.0.store.delete(id).await.map_err(unavailable)?;
         Ok(())
     }
 
@@ -253,20 +270,22 @@ impl Tasks {
         }
         let sender = self.lock().get(id).map(|running| running.answers.clone());
         let Some(sender) = sender else {
-            return Err(RequestError::OperationState {
-                name: id.to_owned(),
-                reason: "it is not running in this broker any more".into(),
-            });
-        };
-        for answer in answers {
-            sender
-                .try_send(answer)
-                .map_err(|_| RequestError::OperationState {
+            // Another replica runs it, or none does any more.
+            let relayed = self
+                .0
+                .store
+                .relay(id, Control::Answers(answers))
+                .await
+                .map_err(unavailable)?;
+            return match relayed {
+                true => Ok(()),
+                false => Err(RequestError::OperationState {
                     name: id.to_owned(),
-                    reason: "too many answers at once, or it just ended; read it again".into(),
-                })?;
-        }
-        Ok(())
+                    reason: "it is not running in this broker any more".into(),
+                }),
+            };
+        };
+        deliver(&sender, id, answers)
     }
 
     /// Ends every task this process runs as failed ("the broker running it stopped"): at
@@ -292,24 +311,82 @@ impl Tasks {
         metrics::counter!("toolbroker_tasks_ended_total", "state" => state.as_str()).increment(1);
     }
 
-    /// Sweeps away records past their time, now and then, until `until` is cancelled (or the
-    /// tasks are dropped). To be spawned.
+    /// Sweeps away records past their time now and then, renews a shared store's lease and
+    /// acts on what other replicas relay, until `until` is cancelled (or the tasks are
+    /// dropped). To be spawned.
     pub fn keep_swept(
         &self,
         until: CancellationToken,
     ) -> impl Future<Output = ()> + Send + 'static {
         let inner = Arc::downgrade(&self.0);
+        let mut relayed = self.0.store.relayed();
+        let renew_every = self.0.store.renew_every();
         async move {
+            let mut sweep = tokio::time::interval(SWEEP_EVERY);
+            sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut renew = tokio::time::interval(renew_every.unwrap_or(Duration::MAX / 4));
+            renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                let relayed_next = async {
+                    match relayed.as_mut() {
+                        Some(receiver) => receiver.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = until.cancelled() => return,
-                    () = tokio::time::sleep(SWEEP_EVERY) => {}
+                    _ = sweep.tick() => {
+                        let Some(inner) = inner.upgrade() else { return };
+                        inner.store.sweep().await;
+                    }
+                    _ = renew.tick(), if renew_every.is_some() => {
+                        let Some(inner) = inner.upgrade() else { return };
+                        inner.store.renew().await;
+                    }
+                    message = relayed_next => {
+                        let Some((id, control)) = message else {
+                            relayed = None;
+                            continue;
+                        };
+                        let Some(inner) = inner.upgrade() else { return };
+                        Tasks(inner).on_relayed(&id, control);
+                    }
                 }
-                let Some(inner) = inner.upgrade() else {
-                    return;
-                };
-                inner.store.sweep().await;
             }
+        }
+    }
+
+    /// Acts on what another replica relayed for task `id`, if this process runs it.
+    fn on_relayed(&self, id: &str, control: Control) {
+        match control {
+            Control::Cancel => {
+                self.stop(id, Stop::Cancelled);
+            }
+            Control::Answers(answers) => {
+                let sender = self.lock().get(id).map(|running| running.answers.clone());
+                if let Some(sender) = sender
+                    && let Err(error) = deliver(&sender, id, answers)
+                {
+                    tracing::debug!(task.id = id, %error, "relayed answers not delivered");
+                }
+            }
+        }
+    }
+
+    /// Task `id`'s record as it stands now, into the store; retried for a while if the store
+    /// cannot be reached (a running record left behind would show it running for ever).
+    async fn save(&self, record: &TaskRecord, last: bool) {
+        let mut delay = Duration::from_millis(100);
+        for _ in 0..if last { 10 } else { 1 } {
+            match self.0.store.put(record.clone()).await {
+                Ok(()) => return,
+                Err(down) => {
+                    tracing::warn!(task.id = %record.id, store = %down.store, reason = %down.reason,
+                        "a task's record could not be saved");
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
         }
     }
 
@@ -318,5 +395,30 @@ impl Tasks {
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Hands `answers` to task `id`'s runner.
+fn deliver(
+    sender: &mpsc::Sender<Answer>,
+    id: &str,
+    answers: Vec<Answer>,
+) -> Result<(), RequestError> {
+    for answer in answers {
+        sender
+            .try_send(answer)
+            .map_err(|_| RequestError::OperationState {
+                name: id.to_owned(),
+                reason: "too many answers at once, or it just ended; read it again".into(),
+            })?;
+    }
+    Ok(())
+}
+
+/// The store could not be reached: UNAVAILABLE, naming it.
+fn unavailable(down: StoreDown) -> RequestError {
+    RequestError::StateUnavailable {
+        redis: down.store,
+        reason: down.reason,
     }
 }

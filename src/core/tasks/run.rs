@@ -83,7 +83,7 @@ impl Runner {
         task.replies.clear();
         task.record.end(outcome, task.tasks.settings().ttl);
         let state = task.record.state;
-        task.tasks.0.store.put(task.record.clone()).await;
+        task.tasks.save(&task.record, true).await;
         task.tasks.finished(&task.record.id, state);
     }
 }
@@ -160,7 +160,7 @@ impl Task {
 
     async fn save(&mut self) {
         self.record.updated = SystemTime::now();
-        self.tasks.0.store.put(self.record.clone()).await;
+        self.tasks.save(&self.record, false).await;
     }
 }
 

@@ -1,6 +1,8 @@
 //! Where task records are kept: [`TaskStore`], the small interface a shared store (Redis, for
-//! many replicas) can take over, and [`MemoryStore`], one process's. The store keeps records
-//! and tells of their changes; running the calls is not its business.
+//! many replicas: `redis_store.rs`) takes over, and [`MemoryStore`], one process's. The store
+//! keeps records and tells of their changes; a shared one also carries cancels and answers to
+//! the process running a task, and notices when that process is gone. Running the calls is not
+//! its business.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -9,48 +11,105 @@ use std::{
 };
 
 use futures::future::BoxFuture;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use super::record::TaskRecord;
+use super::{Answer, record::TaskRecord};
 use crate::domain::caller::CallerKey;
+
+/// The store could not be reached (a shared one); why, for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDown {
+    /// Where the store is (no password).
+    pub store: String,
+    /// What failed.
+    pub reason: String,
+}
 
 /// Why a task could not be created.
 #[derive(Debug, PartialEq, Eq)]
-pub struct TooMany {
-    /// How many the caller runs.
-    pub running: usize,
+pub enum NotCreated {
+    /// Its owner runs as many as it may.
+    TooMany {
+        /// How many the caller runs.
+        running: usize,
+    },
+    /// The store could not be reached.
+    Down(StoreDown),
+}
+
+/// What one process asks of the process that runs a task (through a shared store).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub enum Control {
+    /// Cancel it.
+    Cancel,
+    /// Deliver these answers to its open questions.
+    Answers(Vec<Answer>),
 }
 
 /// Where task records live. Every method is one step for a shared store (one round trip).
 pub trait TaskStore: Send + Sync + 'static {
-    /// Keeps `record`, a new running task, unless its owner runs `max_running` already; past
-    /// `max_kept` records of the owner, its oldest finished one is forgotten.
+    /// Keeps `record`, a new running task of this process, unless its owner runs
+    /// `max_running` already; past `max_kept` records of the owner, its oldest finished one is
+    /// forgotten.
     fn create(
         &self,
         record: TaskRecord,
         max_running: usize,
         max_kept: usize,
-    ) -> BoxFuture<'_, Result<(), TooMany>>;
+    ) -> BoxFuture<'_, Result<(), NotCreated>>;
 
     /// Replaces a task's record (the task's runner is its one writer while it runs); nothing if
-    /// it was forgotten.
-    fn put(&self, record: TaskRecord) -> BoxFuture<'_, ()>;
+    /// it was forgotten or has ended (a shared store may have ended it for a runner it thought
+    /// gone). A finished record is kept until its `expires`.
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreDown>>;
 
     /// The record of task `id`, if kept and not expired.
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskRecord>>;
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreDown>>;
 
     /// Every kept record of `owner`, newest first.
-    fn list<'a>(&'a self, owner: &'a CallerKey) -> BoxFuture<'a, Vec<TaskRecord>>;
+    fn list<'a>(
+        &'a self,
+        owner: &'a CallerKey,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreDown>>;
 
     /// Forgets task `id`; whether it was kept.
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, bool>;
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreDown>>;
 
-    /// Resolves at the next change of task `id` after this call (at once if it is not kept):
-    /// the subscription is taken before the future is first polled.
+    /// Resolves at the next change of task `id` after this call (at once if it is not kept),
+    /// or after a while: a waiter reads the record again either way. The subscription is
+    /// taken before the future is first polled.
     fn changed(&self, id: &str) -> BoxFuture<'static, ()>;
 
-    /// Forgets the records past their time; run now and then.
+    /// Forgets the records past their time, and ends those whose process is gone; run now and
+    /// then.
     fn sweep(&self) -> BoxFuture<'_, ()>;
+
+    /// Sends `control` to the process that runs task `id`, when it may be another one (a
+    /// shared store); `Ok(false)` when no other process can run it.
+    fn relay<'a>(
+        &'a self,
+        _id: &'a str,
+        _control: Control,
+    ) -> BoxFuture<'a, Result<bool, StoreDown>> {
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// What other processes relay to the tasks of this one (a shared store's); `None` when
+    /// nothing can be relayed.
+    fn relayed(&self) -> Option<mpsc::UnboundedReceiver<(String, Control)>> {
+        None
+    }
+
+    /// Tells the other processes that this one still runs its tasks (a shared store's lease);
+    /// called every [`TaskStore::renew_every`].
+    fn renew(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// How often [`TaskStore::renew`] is due; `None`: never.
+    fn renew_every(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// One kept record and who waits for its changes.
@@ -127,7 +186,7 @@ impl TaskStore for MemoryStore {
         record: TaskRecord,
         max_running: usize,
         max_kept: usize,
-    ) -> BoxFuture<'_, Result<(), TooMany>> {
+    ) -> BoxFuture<'_, Result<(), NotCreated>> {
         let created = (|| {
             let mut records = self.lock();
             let owner = record.owner.clone();
@@ -136,7 +195,7 @@ impl TaskStore for MemoryStore {
                 .get(&owner)
                 .map_or((0, 0), |owned| (owned.running, owned.ids.len()));
             if running >= max_running {
-                return Err(TooMany { running });
+                return Err(NotCreated::TooMany { running });
             }
             if kept >= max_kept
                 && let Some(id) = records.oldest_finished(&owner)
@@ -154,10 +213,12 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(created))
     }
 
-    fn put(&self, record: TaskRecord) -> BoxFuture<'_, ()> {
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreDown>> {
         let mut records = self.lock();
         let Records { by_id, by_owner } = &mut *records;
-        if let Some(kept) = by_id.get_mut(&record.id) {
+        if let Some(kept) = by_id.get_mut(&record.id)
+            && !kept.record.state.is_terminal()
+        {
             let ended = !kept.record.state.is_terminal() && record.state.is_terminal();
             if ended && let Some(owned) = by_owner.get_mut(&record.owner) {
                 owned.running = owned.running.saturating_sub(1);
@@ -165,10 +226,10 @@ impl TaskStore for MemoryStore {
             kept.record = record;
             kept.changes.send_replace(());
         }
-        Box::pin(std::future::ready(()))
+        Box::pin(std::future::ready(Ok(())))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskRecord>> {
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreDown>> {
         let now = SystemTime::now();
         let found = self
             .lock()
@@ -176,10 +237,13 @@ impl TaskStore for MemoryStore {
             .get(id)
             .filter(|kept| !kept.record.expired(now))
             .map(|kept| kept.record.clone());
-        Box::pin(std::future::ready(found))
+        Box::pin(std::future::ready(Ok(found)))
     }
 
-    fn list<'a>(&'a self, owner: &'a CallerKey) -> BoxFuture<'a, Vec<TaskRecord>> {
+    fn list<'a>(
+        &'a self,
+        owner: &'a CallerKey,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreDown>> {
         let now = SystemTime::now();
         let records = self.lock();
         let listed = records
@@ -196,12 +260,12 @@ impl TaskStore for MemoryStore {
                     .collect()
             })
             .unwrap_or_default();
-        Box::pin(std::future::ready(listed))
+        Box::pin(std::future::ready(Ok(listed)))
     }
 
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, bool> {
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreDown>> {
         let deleted = self.lock().remove(id).is_some();
-        Box::pin(std::future::ready(deleted))
+        Box::pin(std::future::ready(Ok(deleted)))
     }
 
     fn changed(&self, id: &str) -> BoxFuture<'static, ()> {
@@ -261,16 +325,20 @@ mod tests {
         store.create(record("2", "alice"), 2, 10).await.unwrap();
         assert_eq!(
             store.create(record("3", "alice"), 2, 10).await,
-            Err(TooMany { running: 2 })
+            Err(NotCreated::TooMany { running: 2 })
         );
         // Another owner's budget is its own.
         store.create(record("b1", "bob"), 2, 10).await.unwrap();
-        let first = store.get("1").await.unwrap();
-        store.put(ended(first, Duration::from_secs(60))).await;
+        let first = store.get("1").await.unwrap().unwrap();
+        store
+            .put(ended(first, Duration::from_secs(60)))
+            .await
+            .unwrap();
         store.create(record("3", "alice"), 2, 10).await.unwrap();
         let listed: Vec<String> = store
             .list(&CallerKey::token("alice"))
             .await
+            .unwrap()
             .into_iter()
             .map(|r| r.id)
             .collect();
@@ -285,21 +353,33 @@ mod tests {
         }
         // Both run: nothing finished to forget, so a third is kept beyond the limit.
         store.create(record("3", "alice"), 5, 2).await.unwrap();
-        let second = store.get("2").await.unwrap();
-        store.put(ended(second, Duration::from_secs(60))).await;
+        let second = store.get("2").await.unwrap().unwrap();
+        store
+            .put(ended(second, Duration::from_secs(60)))
+            .await
+            .unwrap();
         store.create(record("4", "alice"), 5, 2).await.unwrap();
-        assert!(store.get("2").await.is_none(), "the finished one went");
-        assert!(store.get("1").await.is_some(), "running ones stay");
+        assert!(
+            store.get("2").await.unwrap().is_none(),
+            "the finished one went"
+        );
+        assert!(store.get("1").await.unwrap().is_some(), "running ones stay");
     }
 
     #[tokio::test]
     async fn an_expired_record_is_hidden_at_once_and_swept_later() {
         let store = MemoryStore::default();
         store.create(record("1", "alice"), 5, 50).await.unwrap();
-        let first = store.get("1").await.unwrap();
-        store.put(ended(first, Duration::ZERO)).await;
-        assert!(store.get("1").await.is_none());
-        assert!(store.list(&CallerKey::token("alice")).await.is_empty());
+        let first = store.get("1").await.unwrap().unwrap();
+        store.put(ended(first, Duration::ZERO)).await.unwrap();
+        assert!(store.get("1").await.unwrap().is_none());
+        assert!(
+            store
+                .list(&CallerKey::token("alice"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
         store.sweep().await;
         assert!(store.lock().by_id.is_empty() && store.lock().by_owner.is_empty());
     }
@@ -309,14 +389,14 @@ mod tests {
         let store = MemoryStore::default();
         store.create(record("1", "alice"), 5, 50).await.unwrap();
         let changed = store.changed("1");
-        let mut current = store.get("1").await.unwrap();
+        let mut current = store.get("1").await.unwrap().unwrap();
         current.state = TaskState::InputRequired;
-        store.put(current).await;
+        store.put(current).await.unwrap();
         tokio::time::timeout(Duration::from_secs(5), changed)
             .await
             .expect("woken by the put");
         let deleted = store.changed("1");
-        assert!(store.delete("1").await);
+        assert!(store.delete("1").await.unwrap());
         tokio::time::timeout(Duration::from_secs(5), deleted)
             .await
             .expect("woken by the delete");

@@ -19,6 +19,7 @@ mod raw;
 mod roots;
 mod security;
 mod shaping;
+mod state;
 mod tasks;
 mod transport;
 mod transport_spec;
@@ -40,6 +41,7 @@ pub use jwt::{JwksSource, JwtSpec};
 pub use oauth::{Client, ClientAuth, CrossApp, Grant, Login, OAuth, PrivateKey, SigningAlgorithm};
 pub use rates::{Audit, AuditSink, MAX_RATE_COUNT, OnFailure, Per, Rate};
 pub use security::{Auth, Limits, MAX_SIZE, TlsFiles, TokenSource, TokenSpec};
+pub use state::{DEFAULT_KEY_PREFIX, OnUnavailable, SharedState, kept_note};
 pub use tasks::{DEFAULT_TASK_TTL, DEFAULT_TASKS_PER_CALLER, Tasks};
 pub use transport_spec::{
     Endpoint, HttpMode, HttpSpec, Launch, StdioSpec, Templates, TransportSpec,
@@ -147,6 +149,8 @@ pub struct Config {
     pub mcp_face: McpFace,
     /// Long calls: how long a finished one is kept, how many a caller runs at once.
     pub tasks: Tasks,
+    /// Where replicas keep what they share; `None` = each its own, in memory.
+    pub state: Option<SharedState>,
 }
 
 impl Default for Config {
@@ -170,6 +174,7 @@ impl Default for Config {
             views: BTreeMap::new(),
             mcp_face: McpFace::default(),
             tasks: Tasks::default(),
+            state: None,
         }
     }
 }

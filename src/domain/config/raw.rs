@@ -34,6 +34,8 @@ pub(super) struct RawTop {
     pub audit: Option<Value>,
     /// Checked in `tasks.rs`.
     pub tasks: Option<Value>,
+    /// Checked in `state.rs`.
+    pub state: Option<Value>,
     /// Checked in `shaping.rs`.
     pub views: Option<Value>,
     /// A list of servers, or (as VS Code's mcp.json writes it) a map of name to server.

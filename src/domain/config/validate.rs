@@ -57,6 +57,7 @@ pub(super) fn config(document: Value, lookup: Lookup<'_>, errors: &mut Vec<Confi
         limits,
         audit: check.audit(top.audit),
         tasks: check.tasks(top.tasks),
+        state: check.shared_state(top.state),
         views,
         mcp_face: check.mcp_face(
             top.mcp_allowed_origins,

@@ -81,14 +81,23 @@ fn annotations(a: &Annotations) -> proto::ToolAnnotations {
     }
 }
 
-/// A server's status as the proto describes it.
-/// A server's status; `sessions` is its per-caller sessions alive.
-pub fn server_status(view: &ServerView, sessions: usize) -> proto::ServerStatus {
+/// A server's status as the proto describes it; `sessions` is its per-caller sessions alive,
+/// `kept` where its rates and tokens are kept (added to the message).
+pub fn server_status(
+    view: &ServerView,
+    sessions: usize,
+    kept: Option<&String>,
+) -> proto::ServerStatus {
     let condition = &view.condition;
+    let message = match kept {
+        None => view.message.clone(),
+        Some(kept) if view.message.is_empty() => kept.clone(),
+        Some(kept) => format!("{}; {kept}", view.message),
+    };
     proto::ServerStatus {
         name: view.name.to_string(),
         state: server_state(condition.state).into(),
-        message: view.message.clone(),
+        message,
         transport: condition.transport.as_str().into(),
         tool_count: view.tool_count,
         restarts: condition.restarts,
@@ -119,15 +128,16 @@ fn timestamp(time: SystemTime) -> prost_types::Timestamp {
     }
 }
 
-/// A catalog event as a Watch event (none for a `Views` event, which streams act on).
-pub fn watch_event(event: &Event) -> proto::WatchEvent {
+/// A catalog event as a Watch event (none for a `Views` event, which streams act on); `kept`
+/// says where a server's rates and tokens are kept.
+pub fn watch_event(event: &Event, kept: Option<&String>) -> proto::WatchEvent {
     let event_kind = match &event.change {
         Change::Views => None,
         Change::Tools(server, change) => Some(proto::watch_event::Event::ToolsChanged(
             tools_changed(server, change),
         )),
         Change::Server(view) => Some(proto::watch_event::Event::ServerStatus(server_status(
-            view, 0,
+            view, 0, kept,
         ))),
         Change::Resources(server) => Some(proto::watch_event::Event::ResourcesChanged(
             proto::ResourcesChanged {

@@ -265,7 +265,7 @@ async fn list(
             ))
         })?,
     };
-    let records = service.tasks().list(owner).await;
+    let records = service.tasks().list(owner).await?;
     let end = start.saturating_add(size).min(records.len());
     let operations = records
         .get(start..end)

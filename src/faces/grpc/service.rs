@@ -201,7 +201,13 @@ impl ToolBroker for Arc<BrokerService> {
                 .catalog
                 .servers()
                 .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
-                .map(|view| messages::server_status(view, snapshot.caller_sessions(&view.name)))
+                .map(|view| {
+                    messages::server_status(
+                        view,
+                        snapshot.caller_sessions(&view.name),
+                        snapshot.kept.get(&view.name),
+                    )
+                })
                 .collect();
             Ok(Response::new(proto::ListServersResponse { servers }))
         })

@@ -116,9 +116,12 @@ impl Visibility {
         if !self.server(server) {
             return None;
         }
-        if let Change::Server(_) = &event.change
+        // A server's status needs the catalog: whether it may be seen, and where its rates
+        // and tokens are kept.
+        let snapshot = matches!(event.change, Change::Server(_)).then(catalog);
+        if let Some(snapshot) = &snapshot
             && !self.caller.sees_all()
-            && !self.server_status(server, &catalog().catalog)
+            && !self.server_status(server, &snapshot.catalog)
         {
             return None;
         }
@@ -127,7 +130,12 @@ impl Visibility {
         {
             return None;
         }
-        let mut converted = messages::watch_event(event);
+        let kept = snapshot.as_ref().and_then(|snapshot| {
+            event
+                .server()
+                .and_then(|server| snapshot.kept.get(server).cloned())
+        });
+        let mut converted = messages::watch_event(event, kept.as_ref());
         if let (Change::Tools(..), Some(proto::watch_event::Event::ToolsChanged(change))) =
             (&event.change, converted.event.as_mut())
         {

@@ -99,7 +99,7 @@ mod tests {
             prefix: String::new(),
             tools: Vec::new(),
         };
-        let broker = Broker::new(vec![(policy, condition(ServerState::Connecting))]);
+        let broker = Broker::new(vec![(policy, condition(ServerState::Connecting))], None);
         let tools = Arc::new(ToolCache::default());
         let shutdown = CancellationToken::new();
         let warm = tokio::spawn(keep_warm(

@@ -178,7 +178,13 @@ fn snapshot_event(
         .catalog
         .servers()
         .filter(|view| visibility.server_status(view.name.as_str(), &snapshot.catalog))
-        .map(|view| messages::server_status(view, snapshot.caller_sessions(&view.name)))
+        .map(|view| {
+            messages::server_status(
+                view,
+                snapshot.caller_sessions(&view.name),
+                snapshot.kept.get(&view.name),
+            )
+        })
         .collect();
     proto::WatchEvent {
         revision: snapshot.catalog.revision(),

@@ -8,6 +8,7 @@ mod errors;
 mod oauth;
 mod rates;
 mod shaping;
+mod state;
 mod tasks;
 
 use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};

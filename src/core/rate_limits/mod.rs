@@ -2,7 +2,10 @@
 //! per caller and server, `servers[].rate` per server. GCRA limiters from `governor` (a burst
 //! of N, then one call per period / N), keyed by caller: re-initialising a session does not
 //! escape them, and one caller's limit never slows another. Keys idle long enough to be fresh
-//! again are dropped, so per-caller state does not grow without bound.
+//! again are dropped, so per-caller state does not grow without bound. With `state.redis`, the
+//! budgets are kept there instead (`shared.rs`), one for every replica.
+
+mod shared;
 
 use std::{
     collections::HashMap,
@@ -19,14 +22,17 @@ use governor::{
 };
 
 use crate::{
+    domain::config::OnUnavailable,
     domain::{
         caller::CallerKey,
         config::{Config, Rate},
         names::ServerName,
         request_error::{RateLimit, RequestError},
     },
+    shared_state::Shared,
     telemetry::semconv,
 };
+use shared::{Budget, SharedBudgets};
 
 /// Every how many admissions the keyed limiters forget their idle callers.
 const FORGET_EVERY: u64 = 4096;
@@ -39,6 +45,9 @@ pub struct RateLimits {
     /// Per server, where it has a rate.
     servers: HashMap<ServerName, ServerRates>,
     admitted: AtomicU64,
+    /// With `state.redis`: the budgets are kept there, and the limiters above only say which
+    /// rates apply.
+    shared: Option<Arc<SharedBudgets>>,
 }
 
 impl std::fmt::Debug for RateLimits {
@@ -121,8 +130,9 @@ impl HasRate for Direct {
 }
 
 impl RateLimits {
-    /// The limiters `config` asks for, keeping `previous`'s where a rate did not change.
-    pub fn new(config: &Config, previous: Option<&RateLimits>) -> Self {
+    /// The limiters `config` asks for, keeping `previous`'s where a rate did not change; kept
+    /// in `shared` when given.
+    pub fn new(config: &Config, previous: Option<&RateLimits>, shared: Option<&Shared>) -> Self {
         let caller = carried(
             config.limits.caller_rate,
             previous.and_then(|p| p.caller.as_ref()),
@@ -145,10 +155,15 @@ impl RateLimits {
                 (spec.name.clone(), rates)
             })
             .collect();
+        let shared = shared.map(|shared| match previous.and_then(|p| p.shared.as_ref()) {
+            Some(kept) => kept.clone(),
+            None => Arc::new(SharedBudgets::new(shared.clone())),
+        });
         Self {
             caller,
             servers,
             admitted: AtomicU64::new(0),
+            shared,
         }
     }
 
@@ -160,9 +175,12 @@ impl RateLimits {
     /// Lets one call of `caller` to `server` through, or says which rate it is over and when
     /// to retry. The caller's own rates are asked first: a caller over them uses up nothing of
     /// the rate the server's callers share.
-    pub fn admit(&self, caller: &CallerKey, server: &ServerName) -> Result<(), RequestError> {
+    pub async fn admit(&self, caller: &CallerKey, server: &ServerName) -> Result<(), RequestError> {
         if !self.any() {
             return Ok(());
+        }
+        if let Some(budgets) = &self.shared {
+            return self.admit_shared(budgets, caller, server).await;
         }
         if self.admitted.fetch_add(1, Ordering::Relaxed) % FORGET_EVERY == FORGET_EVERY - 1 {
             self.forget_idle();
@@ -203,6 +221,67 @@ impl RateLimits {
         Ok(())
     }
 
+    /// [`Self::admit`] against the budgets in Redis: one script call for every rate that
+    /// applies, in the same order. Redis unreachable: `state.on_unavailable` decides.
+    async fn admit_shared(
+        &self,
+        budgets: &SharedBudgets,
+        caller: &CallerKey,
+        server: &ServerName,
+    ) -> Result<(), RequestError> {
+        let rates = self.servers.get(server);
+        let mut applying: Vec<(Rate, Budget<'_>, RateLimit)> = Vec::with_capacity(3);
+        if let Some(keyed) = rates.and_then(|r| r.caller_rate.as_ref()) {
+            let limit = RateLimit::ServerCaller {
+                server: server.clone(),
+                rate: keyed.rate,
+            };
+            applying.push((keyed.rate, Budget::ServerCaller(server, caller), limit));
+        }
+        if let Some(keyed) = &self.caller {
+            let limit = RateLimit::Caller(keyed.rate);
+            applying.push((keyed.rate, Budget::Caller(caller), limit));
+        }
+        if let Some(direct) = rates.and_then(|r| r.rate.as_ref()) {
+            let limit = RateLimit::Server {
+                server: server.clone(),
+                rate: direct.rate,
+            };
+            applying.push((direct.rate, Budget::Server(server), limit));
+        }
+        if applying.is_empty() {
+            return Ok(());
+        }
+        let (keys, limits): (Vec<_>, Vec<_>) = applying
+            .into_iter()
+            .map(|(rate, budget, limit)| ((rate, budget), limit))
+            .unzip();
+        match budgets.take(&keys).await {
+            Ok(None) => {
+                budgets.shared.worked();
+                Ok(())
+            }
+            Ok(Some((index, wait))) => {
+                budgets.shared.worked();
+                let limit = limits
+                    .into_iter()
+                    .nth(index)
+                    .expect("the script names a key it was given");
+                Err(over(limit, server, wait))
+            }
+            Err(error) => {
+                budgets.shared.failed("rate", &error);
+                match budgets.shared.on_unavailable() {
+                    OnUnavailable::Allow => Ok(()),
+                    OnUnavailable::Refuse => Err(RequestError::StateUnavailable {
+                        redis: budgets.shared.shown().to_owned(),
+                        reason: error.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+
     /// Drops the callers whose state is fresh again (they would be let through as new ones).
     pub fn forget_idle(&self) {
         let keyed = self
@@ -241,9 +320,16 @@ mod tests {
     use super::*;
     use crate::domain::config::parse;
 
+    impl RateLimits {
+        /// In memory, admitting never waits.
+        fn admit_now(&self, caller: &CallerKey, server: &ServerName) -> Result<(), RequestError> {
+            futures::executor::block_on(self.admit(caller, server))
+        }
+    }
+
     fn limits(yaml: &str) -> RateLimits {
         let config = parse(yaml, &|_| None).unwrap();
-        RateLimits::new(&config, None)
+        RateLimits::new(&config, None, None)
     }
 
     fn caller(id: &str) -> CallerKey {
@@ -259,9 +345,10 @@ mod tests {
             limits("limits: { caller_rate: 2/m }\nservers:\n  - name: fs\n    command: x\n");
         let fs = ServerName::parse("fs").unwrap();
         let (a, b) = (caller("a"), caller("b"));
-        assert!(limits.admit(&a, &fs).is_ok());
-        assert!(limits.admit(&a, &fs).is_ok());
-        let Err(RequestError::RateLimited { limit, retry_after }) = limits.admit(&a, &fs) else {
+        assert!(limits.admit_now(&a, &fs).is_ok());
+        assert!(limits.admit_now(&a, &fs).is_ok());
+        let Err(RequestError::RateLimited { limit, retry_after }) = limits.admit_now(&a, &fs)
+        else {
             panic!("the third call in a minute is over 2/m")
         };
         assert_eq!(limit.field(), "limits.caller_rate");
@@ -269,7 +356,7 @@ mod tests {
             retry_after > Duration::from_secs(25) && retry_after <= Duration::from_secs(30),
             "{retry_after:?}: one call comes back every 30 s"
         );
-        assert!(limits.admit(&b, &fs).is_ok(), "b has its own allowance");
+        assert!(limits.admit_now(&b, &fs).is_ok(), "b has its own allowance");
     }
 
     #[test]
@@ -278,9 +365,9 @@ mod tests {
             limits("servers:\n  - name: fs\n    command: x\n    rate: 3/m\n    caller_rate: 1/m\n");
         let fs = ServerName::parse("fs").unwrap();
         let (a, b, c, d) = (caller("a"), caller("b"), caller("c"), caller("d"));
-        assert!(limits.admit(&a, &fs).is_ok());
+        assert!(limits.admit_now(&a, &fs).is_ok());
         for _ in 0..5 {
-            let refused = limits.admit(&a, &fs).unwrap_err();
+            let refused = limits.admit_now(&a, &fs).unwrap_err();
             assert!(matches!(
                 refused,
                 RequestError::RateLimited {
@@ -289,9 +376,9 @@ mod tests {
                 }
             ));
         }
-        assert!(limits.admit(&b, &fs).is_ok());
-        assert!(limits.admit(&c, &fs).is_ok());
-        let shared = limits.admit(&d, &fs).unwrap_err();
+        assert!(limits.admit_now(&b, &fs).is_ok());
+        assert!(limits.admit_now(&c, &fs).is_ok());
+        let shared = limits.admit_now(&d, &fs).unwrap_err();
         assert!(
             matches!(
                 shared,
@@ -310,7 +397,7 @@ mod tests {
         let limits = limits(yaml);
         let fs = ServerName::parse("fs").unwrap();
         for i in 0..100 {
-            limits.admit(&caller(&i.to_string()), &fs).unwrap();
+            limits.admit_now(&caller(&i.to_string()), &fs).unwrap();
         }
         assert_eq!(limits.callers_held(), 100);
         std::thread::sleep(Duration::from_millis(5));
@@ -318,17 +405,17 @@ mod tests {
         assert_eq!(limits.callers_held(), 0, "fresh again after 1 ms each");
 
         let strict = self::limits("limits: { caller_rate: 1/h }\n");
-        strict.admit(&caller("a"), &fs).unwrap();
+        strict.admit_now(&caller("a"), &fs).unwrap();
         let config = parse("limits: { caller_rate: 1/h }\n", &|_| None).unwrap();
-        let reloaded = RateLimits::new(&config, Some(&strict));
+        let reloaded = RateLimits::new(&config, Some(&strict), None);
         assert!(
-            reloaded.admit(&caller("a"), &fs).is_err(),
+            reloaded.admit_now(&caller("a"), &fs).is_err(),
             "the same rate keeps its state over a reload"
         );
         let changed = parse("limits: { caller_rate: 2/h }\n", &|_| None).unwrap();
-        let reloaded = RateLimits::new(&changed, Some(&strict));
+        let reloaded = RateLimits::new(&changed, Some(&strict), None);
         assert!(
-            reloaded.admit(&caller("a"), &fs).is_ok(),
+            reloaded.admit_now(&caller("a"), &fs).is_ok(),
             "a new rate starts afresh"
         );
     }
