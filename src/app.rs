@@ -158,7 +158,11 @@ impl App {
         if let Some(addr) = config.metrics_listen {
             crate::metrics::start(addr, broker.clone(), shutdown.clone()).await?;
         }
-        let fleet = Fleet::start(Arc::new(broker.clone()), config.servers.clone());
+        let fleet = Fleet::start(
+            Arc::new(broker.clone()),
+            config.servers.clone(),
+            shared.clone(),
+        );
         let (readiness, health) = follow_health(&broker, config, &tasks, &shutdown).await;
         let gate = Gate::new(self.credentials);
         tasks.spawn({

@@ -2,10 +2,12 @@
 //! server (`oauth` without client credentials): discovery as the MCP authorization spec says,
 //! the authorization-code flow with PKCE and the `resource` parameter, a redirect to a loopback
 //! listener, and the tokens written to the server's token store (mode 0600) for the broker to
-//! use and refresh. The client is the configured one, else a client ID metadata document where
-//! the authorization server takes one, else one registered dynamically (RFC 7591).
+//! use and refresh; with `state.redis` in the config, to Redis instead, for every replica (and
+//! nowhere if Redis cannot be reached: the login fails). The client is the configured one, else
+//! a client ID metadata document where the authorization server takes one, else one registered
+//! dynamically (RFC 7591).
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use axum::{Router, extract::RawQuery, response::Html, routing::get};
@@ -17,10 +19,12 @@ use crate::{
     cli::LoginArgs,
     config_file,
     domain::config::{Grant, Login, ServerSpec, TransportSpec},
+    shared_state::Shared,
     upstream::{
         oauth::{
             discovery::{challenge, discover},
             scopes::{split, union},
+            shared::SharedTokens,
             store::{TokenFile, TokenStore},
         },
         session::connect::Resolved,
@@ -67,10 +71,31 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<()> {
     let found = discover(&url, challenge.clone()).await?;
     let mut manager = found.manager;
 
+    let destination = match &loaded.config.state {
+        Some(state) => {
+            let replica = format!("login-{:016x}", fastrand::u64(..));
+            let shared = Shared::connect(state, replica).map_err(|e| anyhow!(e))?;
+            Destination::Redis(SharedTokens::new(shared, &spec.name))
+        }
+        None => Destination::File(login.token_store.clone()),
+    };
     let (listener, redirect_uri) = listen(login).await?;
     let path = Url::parse(&redirect_uri)?.path().to_owned();
-    let store = TokenStore::new(login.token_store.clone());
-    let previous = store.reload().ok().flatten();
+    let (store, previous) = match &destination {
+        Destination::File(path) => {
+            let store = TokenStore::new(path.clone());
+            let previous = store.reload().ok().flatten();
+            (store, previous)
+        }
+        // Read first: a Redis that cannot be reached fails the login before the browser.
+        Destination::Redis(tokens) => {
+            let previous = tokens
+                .read::<TokenFile>()
+                .await
+                .map_err(|e| unreachable(tokens, &e))?;
+            (TokenStore::in_memory(tokens.shown().into()), previous)
+        }
+    };
 
     // Scope: the configured one, else what the challenge or the resource suggests; plus what
     // the server asked for since the last login (step-up).
@@ -137,7 +162,8 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<()> {
         registered.client_id
     };
 
-    // rmcp saves the tokens through the store, which then writes the file whole.
+    // rmcp saves the tokens through the store, which then writes the file whole (or keeps
+    // them for Redis).
     store.hold(TokenFile {
         server_url: url.to_string(),
         client_id: client_id.clone(),
@@ -164,7 +190,8 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<()> {
         open_browser(session.get_authorization_url());
     }
     let callback = wait_for_redirect(listener, &path, &redirect_uri, args.timeout).await?;
-    if let Some(parent) = login.token_store.parent()
+    if let Destination::File(file) = &destination
+        && let Some(parent) = file.parent()
         && !parent.as_os_str().is_empty()
     {
         std::fs::create_dir_all(parent)
@@ -174,12 +201,62 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<()> {
         .handle_callback_url(&callback)
         .await
         .map_err(|e| anyhow!("the authorization code was not exchanged for tokens: {e}"))?;
-    eprintln!(
-        "toolbroker login: tokens for {} written to {}; a running broker takes them on SIGHUP",
-        spec.name,
-        login.token_store.display()
-    );
+    match &destination {
+        Destination::File(path) => eprintln!(
+            "toolbroker login: tokens for {} written to {}; a running broker takes them on SIGHUP",
+            spec.name,
+            path.display()
+        ),
+        Destination::Redis(tokens) => {
+            let file = store
+                .current()
+                .ok_or_else(|| anyhow!("the authorization server gave no tokens"))?;
+            write_shared(tokens, &file).await?;
+            eprintln!(
+                "toolbroker login: tokens for {} written to {}; running brokers take them \
+                 when they next need a token (at once on SIGHUP)",
+                spec.name,
+                tokens.shown()
+            );
+        }
+    }
     Ok(())
+}
+
+/// Where the tokens go.
+enum Destination {
+    /// The server's token store file.
+    File(PathBuf),
+    /// The shared Redis (`state.redis`).
+    Redis(SharedTokens),
+}
+
+/// Writes `file` to Redis under the tokens' lock, so that a broker refreshing the tokens of a
+/// previous login does not write them over the new ones.
+async fn write_shared(tokens: &SharedTokens, file: &TokenFile) -> anyhow::Result<()> {
+    let lock = tokens
+        .lock()
+        .await
+        .map_err(|e| unreachable(tokens, &e))?
+        .ok_or_else(|| {
+            anyhow!(
+                "the lock of the tokens in {} stayed taken: nothing was stored; run login \
+                 again",
+                tokens.shown()
+            )
+        })?;
+    let written = tokens.write(file, None).await;
+    lock.release().await;
+    written.map_err(|e| unreachable(tokens, &e))
+}
+
+/// Why the login fails when Redis cannot be reached.
+fn unreachable(tokens: &SharedTokens, error: &redis::RedisError) -> anyhow::Error {
+    anyhow!(
+        "the config keeps tokens in Redis (state.redis), and {} cannot be reached ({error}): \
+         nothing was stored; run login again once it is reachable",
+        tokens.shown()
+    )
 }
 
 /// The server's login settings, or why it has none.

@@ -43,6 +43,7 @@ mod resources_prompts;
 mod security;
 mod server_failures;
 mod shared_state;
+mod shared_tokens;
 mod socket_hostile_frames;
 mod stalled_stdin;
 mod streaming;

@@ -7,18 +7,16 @@
 
 use std::{
     os::unix::fs::PermissionsExt as _,
-    process::Stdio,
     time::{Duration, Instant},
 };
 
 use crate::common::{
-    self, Broker, STARTUP,
+    self, Broker,
     oauth_server::{Client, ClientKey, OAuthServer, Options},
     python::OAuthMcpServer,
-    toolbroker_bin, url_server,
+    url_server,
 };
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
 use toolbroker::proto::ServerState;
 
 const SECRET: &str = "s3cr+t/with%odd=chars";
@@ -241,46 +239,6 @@ async fn private_key_jwt_signs_with_the_key_file_and_a_bad_key_is_a_config_error
     );
 }
 
-/// Runs `toolbroker login remote --config CONFIG --no-browser`, follows its URL as a browser
-/// would (the authorization server approves at once and redirects to login's listener), and
-/// waits for it to exit 0.
-async fn login(config: &std::path::Path) {
-    let mut child = tokio::process::Command::new(toolbroker_bin())
-        .args(["login", "remote", "--no-browser", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let url = tokio::time::timeout(STARTUP, lines.next_line())
-        .await
-        .expect("login printed its URL in time")
-        .unwrap()
-        .expect("login printed a URL");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let browser = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let approved = browser.get(&url).send().await.unwrap();
-    assert_eq!(approved.status(), 302, "{url}");
-    let location = approved.headers()["location"].to_str().unwrap().to_owned();
-    let landing = browser.get(&location).send().await.unwrap();
-    assert!(landing.status().is_success(), "{location}");
-    let output = tokio::time::timeout(STARTUP, child.wait_with_output())
-        .await
-        .expect("login exited in time")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "login: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 #[tokio::test]
 async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reloads_on_sighup() {
     let (oauth, mcp) = protected(Duration::from_secs(8)).await;
@@ -302,7 +260,7 @@ async fn login_writes_a_private_token_store_the_broker_uses_refreshes_and_reload
         status.message
     );
 
-    login(&broker.config_path()).await;
+    common::oauth_server::login(&broker.config_path(), &[]).await;
     let mode = std::fs::metadata(&store).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the token store is the owner's only");
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();

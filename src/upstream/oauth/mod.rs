@@ -13,6 +13,7 @@ pub(crate) mod key;
 mod login_grant;
 mod machine;
 pub(crate) mod scopes;
+pub(crate) mod shared;
 pub(crate) mod store;
 
 use std::{
@@ -27,12 +28,15 @@ pub use self::{
     authorizer::Authorizer,
     cross_app::{CallerBearer, CrossAppTokens},
 };
-use self::{login_grant::LoginGrant, machine::Machine};
-use crate::domain::{
-    caller::CallerValues,
-    config::{Grant, OAuth, ServerSpec, TransportSpec},
-    outcome::{LoginHint, OAuthFailure},
-    token_lifetime,
+use self::{login_grant::LoginGrant, machine::Machine, shared::SharedTokens};
+use crate::{
+    domain::{
+        caller::CallerValues,
+        config::{Grant, OAuth, ServerSpec, TransportSpec},
+        outcome::{LoginHint, OAuthFailure},
+        token_lifetime,
+    },
+    shared_state::Shared,
 };
 
 /// How long getting one token may take, discovery included: an authorization server that does
@@ -61,6 +65,8 @@ struct Held {
     token: SecretString,
     /// `None`: it does not expire (the server gave no lifetime); only a refusal renews it.
     renew_at: Option<Instant>,
+    /// How long it lives from when it was received, a day at most (`None`: no expiry given).
+    lifetime: Option<Duration>,
     /// The scope it was granted (as the answer said, else as asked).
     scopes: Vec<String>,
 }
@@ -68,12 +74,12 @@ struct Held {
 impl Held {
     /// A token issued now that lives `lifetime` (a day at most, whatever the server said).
     fn new(token: String, lifetime: Option<Duration>, scopes: Vec<String>) -> Self {
-        let renew_at = lifetime
-            .map(token_lifetime::clamped)
-            .map(|life| Instant::now() + life - renewal_margin(life));
+        let lifetime = lifetime.map(token_lifetime::clamped);
+        let renew_at = lifetime.map(|life| Instant::now() + life - renewal_margin(life));
         Self {
             token: token.into(),
             renew_at,
+            lifetime,
             scopes,
         }
     }
@@ -96,7 +102,8 @@ pub struct ServerTokens {
 }
 
 enum Source {
-    Machine(Machine),
+    /// Client credentials; with Redis, the fleet's token.
+    Machine(Machine, Option<SharedTokens>),
     Login(LoginGrant),
 }
 
@@ -119,7 +126,10 @@ impl ServerTokens {
             return Ok(token);
         }
         let held = match &self.source {
-            Source::Machine(machine) => machine.acquire().await,
+            Source::Machine(machine, None) => machine.acquire().await,
+            Source::Machine(machine, Some(shared)) => {
+                shared::machine::acquire(machine, shared, None).await
+            }
             Source::Login(login) => login.acquire(None).await,
         };
         self.keep(held)
@@ -136,7 +146,10 @@ impl ServerTokens {
             return Ok(held.token);
         }
         let held = match &self.source {
-            Source::Machine(machine) => machine.acquire().await,
+            Source::Machine(machine, None) => machine.acquire().await,
+            Source::Machine(machine, Some(shared)) => {
+                shared::machine::acquire(machine, shared, Some(rejected)).await
+            }
             Source::Login(login) => login.acquire(Some(rejected)).await,
         };
         self.keep(held)
@@ -158,13 +171,21 @@ impl ServerTokens {
         }
         let granted = held.map(|held| held.scopes).unwrap_or_default();
         let stepped = match &self.source {
-            Source::Machine(machine) => machine.step_up(required, &granted).await,
-            Source::Login(login) => login.step_up(required, rejected),
+            Source::Machine(machine, shared) => {
+                let stepped = machine.step_up(required, &granted).await;
+                // The other replicas would be refused the narrower token too.
+                if let (Ok(held), Some(shared)) = (&stepped, shared) {
+                    shared::machine::store(shared, held).await;
+                }
+                stepped
+            }
+            Source::Login(login) => login.step_up(required, rejected).await,
         };
         self.keep(stepped)
     }
 
-    /// Reads a login's token store again (SIGHUP): the next request uses what it holds.
+    /// Reads a login's token store again (SIGHUP): the next request uses what it holds (with
+    /// Redis, what Redis holds then).
     pub fn reload(&self) {
         if let Source::Login(login) = &self.source {
             login.reload();
@@ -249,27 +270,35 @@ pub enum ServerAuth {
 }
 
 impl ServerAuth {
-    /// The OAuth of `spec`, if it has an `oauth` section (only HTTP servers do).
-    pub fn of(spec: &ServerSpec) -> Option<Self> {
+    /// The OAuth of `spec`, if it has an `oauth` section (only HTTP servers do); with
+    /// `shared`, its server-wide tokens are kept in Redis for every replica.
+    pub fn of(spec: &ServerSpec, shared: Option<&Shared>) -> Option<Self> {
         let OAuth { grant, scopes } = spec.oauth.as_ref()?;
         let TransportSpec::Http(http) = &spec.transport else {
             return None;
         };
         let url = Url::parse(&http.url).ok()?;
         let server = spec.name.clone();
+        let shared = shared.map(|shared| SharedTokens::new(shared.clone(), &server));
         Some(match grant {
-            Grant::ClientCredentials(client) => ServerAuth::Server(ServerTokens::new(
-                Source::Machine(Machine::new(server, url, client.clone(), scopes.clone())),
-            )),
+            Grant::ClientCredentials(client) => {
+                ServerAuth::Server(ServerTokens::new(Source::Machine(
+                    Machine::new(server, url, client.clone(), scopes.clone()),
+                    shared,
+                )))
+            }
             Grant::Login(login) => {
                 let hint = LoginHint {
                     server,
-                    store: login.token_store.clone(),
+                    store: shared
+                        .as_ref()
+                        .map_or_else(|| login.token_store.clone(), |shared| shared.shown().into()),
                 };
                 ServerAuth::Server(ServerTokens::new(Source::Login(LoginGrant::new(
                     hint,
                     url,
                     login.clone(),
+                    shared,
                 ))))
             }
             Grant::CrossApp(cross_app) => ServerAuth::CrossApp(CrossAppTokens::new(

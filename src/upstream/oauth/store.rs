@@ -2,7 +2,9 @@
 //! JSON file per server, mode 0600, replaced whole (written aside, then renamed) so that a reader
 //! never sees half a file. It holds what refreshing needs without discovery: the client, the
 //! authorization server's metadata, rmcp's stored credentials, and the scope the server last
-//! asked for that the login lacks (for the next `login` to ask for).
+//! asked for that the login lacks (for the next `login` to ask for). With Redis
+//! (`state.redis`) the same contents are kept there, and a store only in memory is rmcp's view
+//! of them.
 
 use std::{
     fs,
@@ -66,7 +68,10 @@ impl TokenFile {
 pub struct TokenStore(Arc<Inner>);
 
 struct Inner {
+    /// The file; with `persist` off, only where the contents are (for messages).
     path: PathBuf,
+    /// Whether changes are written to `path`.
+    persist: bool,
     file: Mutex<Option<TokenFile>>,
 }
 
@@ -75,6 +80,16 @@ impl TokenStore {
     pub fn new(path: PathBuf) -> Self {
         Self(Arc::new(Inner {
             path,
+            persist: true,
+            file: Mutex::new(None),
+        }))
+    }
+
+    /// A store in memory only, for contents its user keeps elsewhere (`shown` says where).
+    pub fn in_memory(shown: PathBuf) -> Self {
+        Self(Arc::new(Inner {
+            path: shown,
+            persist: false,
             file: Mutex::new(None),
         }))
     }
@@ -84,8 +99,11 @@ impl TokenStore {
         self.lock().clone()
     }
 
-    /// Reads the file again; `None` when there is none.
+    /// Reads the file again (in memory: the contents held); `None` when there is none.
     pub fn reload(&self) -> Result<Option<TokenFile>, OAuthFailure> {
+        if !self.0.persist {
+            return Ok(self.current());
+        }
         let read = read(&self.0.path).map_err(|reason| self.failure(reason))?;
         *self.lock() = read.clone();
         Ok(read)
@@ -103,6 +121,9 @@ impl TokenStore {
             return Err(self.failure("there is nothing in it to change".into()));
         };
         change(file);
+        if !self.0.persist {
+            return Ok(());
+        }
         write(&self.0.path, file).map_err(|e| self.failure(format!("cannot write it: {e}")))
     }
 

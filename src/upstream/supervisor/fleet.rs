@@ -14,6 +14,7 @@ use crate::domain::{
     config::ServerSpec,
     reload::{Plan, plan},
 };
+use crate::shared_state::Shared;
 use crate::upstream::{Reporter, oauth::ServerAuth, supervisor::Supervisor};
 
 /// How long a supervisor gets to close its session before it is abandoned (its process group
@@ -24,6 +25,8 @@ const STOP_DEADLINE: Duration = Duration::from_secs(10);
 pub struct Fleet {
     reporter: Arc<dyn Reporter>,
     running: Vec<Supervised>,
+    /// The Redis replicas share (`state.redis`), where server-wide OAuth tokens are kept.
+    shared: Option<Shared>,
 }
 
 /// A server and the supervisor task that runs it.
@@ -38,11 +41,17 @@ struct Supervised {
 }
 
 impl Fleet {
-    /// Starts a supervisor for every server (already known to `reporter`).
-    pub fn start(reporter: Arc<dyn Reporter>, specs: Vec<ServerSpec>) -> Self {
+    /// Starts a supervisor for every server (already known to `reporter`); with `shared`,
+    /// OAuth tokens are kept in Redis.
+    pub fn start(
+        reporter: Arc<dyn Reporter>,
+        specs: Vec<ServerSpec>,
+        shared: Option<Shared>,
+    ) -> Self {
         let mut fleet = Fleet {
             reporter,
             running: Vec::new(),
+            shared,
         };
         for spec in specs {
             fleet.launch(spec);
@@ -52,7 +61,7 @@ impl Fleet {
 
     fn launch(&mut self, spec: ServerSpec) {
         let stop = CancellationToken::new();
-        let auth = ServerAuth::of(&spec);
+        let auth = ServerAuth::of(&spec, self.shared.as_ref());
         let retry = Arc::new(Notify::new());
         let supervisor = Supervisor::new(
             spec.clone(),

@@ -30,7 +30,8 @@
 //! Tests steer it: [`OAuthServer::set_down`] answers 503 at `/token`, [`OAuthServer::stop`]
 //! closes the port (connections refused) until [`OAuthServer::resume`] listens on it again,
 //! [`OAuthServer::revoke_all`] ends every access token, [`OAuthServer::set_token_lifetime`]
-//! changes the `expires_in` of the next tokens; what clients asked is recorded
+//! changes the `expires_in` of the next tokens, [`OAuthServer::set_token_delay`] makes `/token`
+//! answer late (a window for concurrent requests to meet in); what clients asked is recorded
 //! ([`OAuthServer::token_requests`], [`OAuthServer::authorize_requests`],
 //! [`OAuthServer::registrations`]).
 
@@ -430,6 +431,11 @@ impl OAuthServer {
         self.state().lifetime = lifetime;
     }
 
+    /// `/token` waits this long before it handles a request, from now on.
+    pub fn set_token_delay(&self, delay: Duration) {
+        self.state().token_delay = delay;
+    }
+
     /// Every request to `/token` so far, in order.
     pub fn token_requests(&self) -> Vec<TokenRequest> {
         self.state().token_requests.clone()
@@ -471,6 +477,7 @@ struct Inner {
     lifetime: Duration,
     resources: Vec<String>,
     down: bool,
+    token_delay: Duration,
     clients: HashMap<String, Registered>,
     codes: HashMap<String, Code>,
     access: HashMap<String, Access>,
@@ -658,6 +665,10 @@ async fn token(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byte
         scope: params.get("scope").map(str::to_owned),
         error: None,
     };
+    let delay = shared.state.lock().unwrap().token_delay;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let mut state = shared.state.lock().unwrap();
     let result = if state.down {
         Err(refuse(
@@ -1457,4 +1468,44 @@ fn epoch_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
+}
+
+/// Runs `toolbroker login remote --config CONFIG --no-browser` with `env`, follows its URL as a
+/// browser would (the authorization server approves at once and redirects to login's
+/// listener), waits for it to exit 0, and returns what it said on stderr.
+pub async fn login(config: &std::path::Path, env: &[(&str, &str)]) -> String {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(super::toolbroker_bin())
+        .args(["login", "remote", "--no-browser", "--config"])
+        .arg(config)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(super::STARTUP, lines.next_line())
+        .await
+        .expect("login printed its URL in time")
+        .unwrap()
+        .expect("login printed a URL");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let approved = browser.get(&url).send().await.unwrap();
+    assert_eq!(approved.status(), 302, "{url}");
+    let location = approved.headers()["location"].to_str().unwrap().to_owned();
+    let landing = browser.get(&location).send().await.unwrap();
+    assert!(landing.status().is_success(), "{location}");
+    let output = tokio::time::timeout(super::STARTUP, child.wait_with_output())
+        .await
+        .expect("login exited in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "login: {stderr}");
+    stderr
 }

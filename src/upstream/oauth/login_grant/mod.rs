@@ -1,7 +1,10 @@
 //! Tokens a person got with `toolbroker login`: read from the token store, refreshed by rmcp
 //! (the refresh token, the client and the authorization server's metadata all come from the
 //! store, so no discovery is needed), and the refreshed ones written back. A token the server
-//! refuses makes the store be read again first: a new login may have replaced it.
+//! refuses makes the store be read again first: a new login may have replaced it. With Redis
+//! (`state.redis`), the store is Redis, shared by every replica ([`shared`]).
+
+mod shared;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +18,7 @@ use super::{
     failures::from_auth,
     renewal_margin,
     scopes::{split, union},
+    shared::SharedTokens,
     store::{TokenFile, TokenStore},
 };
 use crate::domain::{
@@ -28,19 +32,31 @@ pub(super) struct LoginGrant {
     hint: LoginHint,
     url: Url,
     spec: Login,
+    /// The file, or with Redis only what was last read from there (rmcp's credential store).
     store: TokenStore,
+    /// Redis, which holds the tokens instead of the file when configured.
+    shared: Option<SharedTokens>,
     /// Set up from the store for its client; set up again when a new login changed the client.
     manager: tokio::sync::Mutex<Option<(String, AuthorizationManager)>>,
 }
 
 impl LoginGrant {
-    pub(super) fn new(hint: LoginHint, url: Url, spec: Login) -> Self {
-        let store = TokenStore::new(spec.token_store.clone());
+    pub(super) fn new(
+        hint: LoginHint,
+        url: Url,
+        spec: Login,
+        shared: Option<SharedTokens>,
+    ) -> Self {
+        let store = match &shared {
+            Some(shared) => TokenStore::in_memory(shared.shown().into()),
+            None => TokenStore::new(spec.token_store.clone()),
+        };
         Self {
             hint,
             url,
             spec,
             store,
+            shared,
             manager: tokio::sync::Mutex::new(None),
         }
     }
@@ -51,10 +67,13 @@ impl LoginGrant {
         &self,
         rejected: Option<&SecretString>,
     ) -> Result<Held, OAuthFailure> {
+        if let Some(shared) = &self.shared {
+            return self.acquire_shared(shared, rejected).await;
+        }
         let mut slot = self.manager.lock().await;
         // Read each time (rarely: at expiry, after a refusal, at a restart): a new login, or an
         // expired one replaced, is taken without waiting for a SIGHUP.
-        let file = self.read()?;
+        let file = self.read().await?;
         if let Some(rejected) = rejected
             && file
                 .access_token()
@@ -63,15 +82,17 @@ impl LoginGrant {
             tracing::info!(server = %self.hint.server, "using the tokens of a new login");
             return self.held(&file);
         }
-        let manager = match slot.take() {
-            Some((client, manager)) if client == file.client_id => manager,
-            _ => self.manager(&file).await?,
-        };
+        let manager = self.manager_for(&mut slot, &file).await?;
         let outcome = match rejected {
             None => manager.get_access_token().await.map(drop),
             Some(_) => manager.refresh_token().await.map(drop),
         };
         *slot = Some((file.client_id.clone(), manager));
+        self.refreshed(outcome)
+    }
+
+    /// The store's token after rmcp got or refreshed it, or what its failure means.
+    fn refreshed(&self, outcome: Result<(), AuthError>) -> Result<Held, OAuthFailure> {
         match outcome {
             Ok(()) => {
                 let file = self.store.current().ok_or_else(|| self.not_logged_in())?;
@@ -86,14 +107,26 @@ impl LoginGrant {
         }
     }
 
+    /// The manager set up for `file`'s client: the one in `slot` if it is for that client.
+    async fn manager_for(
+        &self,
+        slot: &mut Option<(String, AuthorizationManager)>,
+        file: &TokenFile,
+    ) -> Result<AuthorizationManager, OAuthFailure> {
+        match slot.take() {
+            Some((client, manager)) if client == file.client_id => Ok(manager),
+            _ => self.manager(file).await,
+        }
+    }
+
     /// The server wants scope `required` that the token `rejected` lacks: the store's token if
     /// a new login replaced it, else the scope is recorded for the next `login` to ask for.
-    pub(super) fn step_up(
+    pub(super) async fn step_up(
         &self,
         required: Option<&str>,
         rejected: &SecretString,
     ) -> Result<Held, OAuthFailure> {
-        let file = self.read()?;
+        let file = self.read().await?;
         if file
             .access_token()
             .is_some_and(|token| token != rejected.expose_secret())
@@ -112,24 +145,41 @@ impl LoginGrant {
         if needed.iter().all(|scope| granted.contains(scope)) {
             return Err(missing(NoStepUp::AlreadyGranted));
         }
-        let pending = union(&split(file.step_up.as_deref()), &needed).join(" ");
-        self.store.update(|file| file.step_up = Some(pending))?;
+        match &self.shared {
+            Some(shared) => self.record_step_up(shared, &needed).await?,
+            None => {
+                let pending = union(&split(file.step_up.as_deref()), &needed).join(" ");
+                self.store.update(|file| file.step_up = Some(pending))?;
+            }
+        }
         Err(missing(NoStepUp::Login(self.hint.clone())))
     }
 
-    /// Reads the store again (SIGHUP).
+    /// Reads the store again (SIGHUP); Redis is read anyway when the next token is needed.
     pub(super) fn reload(&self) {
+        if self.shared.is_some() {
+            return;
+        }
         if let Err(error) = self.store.reload() {
             tracing::warn!(server = %self.hint.server, %error, "token store not reloaded");
         }
     }
 
-    /// The store as on disk; an error when there is nothing in it or it is for another server.
-    fn read(&self) -> Result<TokenFile, OAuthFailure> {
-        let file = self.store.reload()?.ok_or_else(|| self.not_logged_in())?;
+    /// The store as on disk (or in Redis); an error when there is nothing in it or it is for
+    /// another server.
+    async fn read(&self) -> Result<TokenFile, OAuthFailure> {
+        let file = match &self.shared {
+            Some(shared) => self.read_shared(shared).await?,
+            None => self.store.reload()?,
+        };
+        self.check(file.ok_or_else(|| self.not_logged_in())?)
+    }
+
+    /// `file` if it is for this server.
+    fn check(&self, file: TokenFile) -> Result<TokenFile, OAuthFailure> {
         if file.server_url != self.url.as_str() {
             return Err(OAuthFailure::Store {
-                store: self.spec.token_store.clone(),
+                store: self.hint.store.clone(),
                 reason: format!(
                     "it holds a login for {}, not {}: {}",
                     file.server_url, self.url, self.hint
