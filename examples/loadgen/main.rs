@@ -22,6 +22,9 @@
 //! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
 //!   (medians of interleaved rounds); `--concurrency 1,64` sets the levels, `--audit-only`
 //!   leaves the rates out;
+//! - `rates`: CallTool with no rate, with `limits.caller_rate` in memory and in a real
+//!   `redis-server` (`state.redis`), at concurrency 1 and 64 (medians of interleaved rounds),
+//!   with Redis's CPU and commands per call;
 //! - `stream`: CallToolStream against CallTool, `echo` with no events, at concurrency 1 and 16
 //!   (medians of interleaved rounds);
 //! - `face`: MCP `tools/call echo` direct over stdio, through gRPC CallTool and through the
@@ -60,6 +63,7 @@ mod per_caller;
 mod replicas;
 mod report;
 mod search;
+mod shared_rates;
 mod soak;
 mod startup;
 mod storm;
@@ -117,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
         "guards",
         "stream",
         "operations",
+        "rates",
         "face",
         "search",
         "soak",
@@ -162,6 +167,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "operations" {
         long_calls::run(plan).await?;
+    }
+    if all || scenario == "rates" {
+        shared_rates::run(plan).await?;
     }
     if all || scenario == "search" {
         search::run(plan).await?;

@@ -179,10 +179,16 @@ impl TaskStore for RedisStore {
                 .invoke_async(&mut self.shared.connection())
                 .await;
             match result {
-                Ok(-1) => Ok(self.worked(())),
-                Ok(running) => Err(NotCreated::TooMany {
-                    running: self.worked(running.max(0) as usize),
-                }),
+                Ok(-1) => {
+                    self.shared.worked();
+                    Ok(())
+                }
+                Ok(running) => {
+                    self.shared.worked();
+                    Err(NotCreated::TooMany {
+                        running: running.max(0) as usize,
+                    })
+                }
                 Err(error) => Err(NotCreated::Down(self.down("task_create", &error))),
             }
         })
@@ -212,7 +218,10 @@ impl TaskStore for RedisStore {
                 .invoke_async(&mut self.shared.connection())
                 .await;
             match result {
-                Ok(_) => Ok(self.worked(())),
+                Ok(_) => {
+                    self.shared.worked();
+                    Ok(())
+                }
                 Err(error) => Err(self.down("task_put", &error)),
             }
         })
