@@ -635,7 +635,8 @@ mod tests {
             "outcome".into(),
             serde_json::json!({"failed": {"code": "UNAVAILABLE", "message": REAPED}}),
         );
-        object.insert("expires_ms".into(), serde_json::json!(1.7e12));
+        // cjson prints numbers with %.14g: a 13-digit millisecond count as an integer.
+        object.insert("expires_ms".into(), serde_json::json!(1_733_300_000_000u64));
         let failed = read(&reaped.to_string()).unwrap();
         assert_eq!(failed.state, TaskState::Failed);
         assert!(matches!(

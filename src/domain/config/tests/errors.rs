@@ -70,7 +70,7 @@ fn unknown_keys_are_named_with_suggestions() {
             "inputs: []",
             &[(
                 "inputs",
-                "expected one of: listen, metrics_listen, mcp_listen, mcp_allowed_origins, mcp_sessions_per_caller, mcp_max_sessions, unix_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, tasks, views, servers, mcpServers",
+                "expected one of: listen, metrics_listen, mcp_listen, mcp_allowed_origins, mcp_sessions_per_caller, mcp_max_sessions, unix_listen, readiness, shutdown_grace, max_connection_age, max_connection_age_grace, record_arguments, auth, tls, reflection, limits, audit, tasks, state, views, servers, mcpServers",
             )],
         ),
         (
