@@ -1,6 +1,7 @@
 //! StartToolCall + WaitOperation against CallTool on the same broker: `echo` at concurrency 1
 //! and 16, in interleaved rounds, every answer checked; what a long call's record costs in
-//! broker CPU per call and latency when the call is short (the worst case for it).
+//! broker CPU per call and latency when the call is short (the worst case for it), with the
+//! records in memory and in a real `redis-server` (`state.redis`).
 
 use anyhow::{Context as _, bail};
 use prost::Message as _;
@@ -18,6 +19,7 @@ use crate::{
     broker::{BrokerProcess, measure_process},
     demo_config,
     report::{Figures, median},
+    shared_rates::Redis,
     streaming::{echo, unary_echo},
 };
 
@@ -30,27 +32,39 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
     );
     // Finished records kept briefly: a run starts tens of thousands.
     let broker = BrokerProcess::start(&demo_config(&[], "tasks: {ttl: 5s}\n")?, &[]).await?;
+    let redis = Redis::start().await?;
+    let shared = format!(
+        "tasks: {{ttl: 5s}}\nstate: {{redis: \"{}\"}}\n",
+        redis.url()
+    );
+    let shared = BrokerProcess::start(&demo_config(&[], &shared)?, &[]).await?;
     for concurrency in [1, 16] {
-        let mut unary = Vec::new();
-        let mut long = Vec::new();
+        let (mut unary, mut long, mut in_redis) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             unary.push(load(&broker, concurrency, plan, false).await?);
             long.push(load(&broker, concurrency, plan, true).await?);
+            in_redis.push(load(&shared, concurrency, plan, true).await?);
         }
-        let (unary, long) = (median(unary), median(long));
+        let (unary, long, in_redis) = (median(unary), median(long), median(in_redis));
         println!("{}", unary.row(&format!("c={concurrency} CallTool")));
         println!(
             "{}",
             long.row(&format!("c={concurrency} StartToolCall+Wait"))
         );
-        let cpu = |f: &Figures| f.cpu_per_call_us().unwrap_or(0.0);
         println!(
-            "c={concurrency} operation/unary: throughput {:.3}x, p50 {:+.3} ms, broker cpu/call {:.3}x ({:+.1} µs)",
-            long.rate() / unary.rate(),
-            long.ms(0.5) - unary.ms(0.5),
-            cpu(&long) / cpu(&unary).max(f64::MIN_POSITIVE),
-            cpu(&long) - cpu(&unary),
+            "{}",
+            in_redis.row(&format!("c={concurrency} StartToolCall+Wait, Redis"))
         );
+        let cpu = |f: &Figures| f.cpu_per_call_us().unwrap_or(0.0);
+        for (label, figures) in [("operation", &long), ("operation in Redis", &in_redis)] {
+            println!(
+                "c={concurrency} {label}/unary: throughput {:.3}x, p50 {:+.3} ms, broker cpu/call {:.3}x ({:+.1} µs)",
+                figures.rate() / unary.rate(),
+                figures.ms(0.5) - unary.ms(0.5),
+                cpu(figures) / cpu(&unary).max(f64::MIN_POSITIVE),
+                cpu(figures) - cpu(&unary),
+            );
+        }
     }
     Ok(())
 }

@@ -90,14 +90,15 @@ async fn load(broker: &BrokerProcess, concurrency: usize, plan: Plan) -> anyhow:
 }
 
 /// A `redis-server` of the benchmark's own, nothing saved, killed when dropped.
-struct Redis {
+pub struct Redis {
     _child: tokio::process::Child,
     pid: u32,
     port: u16,
 }
 
 impl Redis {
-    async fn start() -> anyhow::Result<Self> {
+    /// Started on a free port, once it answers.
+    pub async fn start() -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -123,7 +124,8 @@ impl Redis {
         bail!("redis-server on port {port} did not answer")
     }
 
-    fn url(&self) -> String {
+    /// Where it listens.
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 

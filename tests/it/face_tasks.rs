@@ -226,3 +226,47 @@ async fn the_extension_is_advertised_and_a_client_without_it_gets_plain_results(
     let answer = answer.unwrap();
     assert_eq!(answer["result"]["content"][0]["text"], "plain", "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_shared_state_a_task_asked_on_one_replica_is_answered_through_another() {
+    toolbroker::tls_provider::install();
+    let redis = crate::common::redis::RedisServer::start().await;
+    let mut urls = Vec::new();
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let broker = crate::long_calls::builder(json!({}))
+            .top("mcp_listen", "127.0.0.1:0")
+            .top("state", json!({"redis": redis.url()}))
+            .start()
+            .await;
+        broker.wait_ready().await;
+        urls.push(broker.face_url().await);
+        replicas.push(broker);
+    }
+    let (first, second) = (&urls[0], &urls[1]);
+    let asked = call(first, "alice", "ask", json!({"question": "Colour?"})).await;
+    let id = created(&asked).task.task_id;
+    // The other replica shows the question, and bob finds no task there either.
+    let waiting = until(second, "alice", &id, TaskStatus::InputRequired).await;
+    let TaskPayload::InputRequired { input_requests } = &waiting.task.payload else {
+        panic!("{waiting:?}");
+    };
+    let key = input_requests.keys().next().expect("one question").clone();
+    let bobs = get(second, "bob", &id).await;
+    assert_eq!(bobs["error"]["code"], -32602, "{bobs}");
+    // Answered through the other replica, the call running on the first goes on.
+    let responses = json!({key: {"action": "accept", "content": {"answer": "teal"}}});
+    let ack = ask(
+        second,
+        "alice",
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": responses}),
+    )
+    .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = until(second, "alice", &id, TaskStatus::Completed).await;
+    match &done.task.payload {
+        TaskPayload::Completed { result } => assert!(text(result).contains("teal"), "{result:?}"),
+        other => panic!("{other:?}"),
+    }
+}
