@@ -230,43 +230,46 @@ impl RateLimits {
         server: &ServerName,
     ) -> Result<(), RequestError> {
         let rates = self.servers.get(server);
-        let mut applying: Vec<(Rate, Budget<'_>, RateLimit)> = Vec::with_capacity(3);
-        if let Some(keyed) = rates.and_then(|r| r.caller_rate.as_ref()) {
-            let limit = RateLimit::ServerCaller {
-                server: server.clone(),
-                rate: keyed.rate,
-            };
-            applying.push((keyed.rate, Budget::ServerCaller(server, caller), limit));
-        }
-        if let Some(keyed) = &self.caller {
-            let limit = RateLimit::Caller(keyed.rate);
-            applying.push((keyed.rate, Budget::Caller(caller), limit));
-        }
-        if let Some(direct) = rates.and_then(|r| r.rate.as_ref()) {
-            let limit = RateLimit::Server {
-                server: server.clone(),
-                rate: direct.rate,
-            };
-            applying.push((direct.rate, Budget::Server(server), limit));
-        }
+        // The rates that apply, in the order memory checks them; which one refused is named
+        // only when one does (no copy of the server's name per admitted call).
+        let applying: Vec<(Rate, Budget<'_>)> = [
+            rates
+                .and_then(|r| r.caller_rate.as_ref())
+                .map(|keyed| (keyed.rate, Budget::ServerCaller(server, caller))),
+            self.caller
+                .as_ref()
+                .map(|keyed| (keyed.rate, Budget::Caller(caller))),
+            rates
+                .and_then(|r| r.rate.as_ref())
+                .map(|direct| (direct.rate, Budget::Server(server))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if applying.is_empty() {
             return Ok(());
         }
-        let (keys, limits): (Vec<_>, Vec<_>) = applying
-            .into_iter()
-            .map(|(rate, budget, limit)| ((rate, budget), limit))
-            .unzip();
-        match budgets.take(&keys).await {
+        match budgets.take(&applying).await {
             Ok(None) => {
                 budgets.shared.worked();
                 Ok(())
             }
             Ok(Some((index, wait))) => {
                 budgets.shared.worked();
-                let limit = limits
-                    .into_iter()
-                    .nth(index)
+                let (rate, budget) = applying
+                    .get(index)
                     .expect("the script names a key it was given");
+                let limit = match budget {
+                    Budget::ServerCaller(..) => RateLimit::ServerCaller {
+                        server: server.clone(),
+                        rate: *rate,
+                    },
+                    Budget::Caller(_) => RateLimit::Caller(*rate),
+                    Budget::Server(_) => RateLimit::Server {
+                        server: server.clone(),
+                        rate: *rate,
+                    },
+                };
                 Err(over(limit, server, wait))
             }
             Err(error) => {

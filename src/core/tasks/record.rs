@@ -48,6 +48,19 @@ impl TaskState {
             Self::Cancelled => "cancelled",
         }
     }
+
+    /// The state named `name` (as [`TaskState::as_str`] gives it).
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Working,
+            Self::InputRequired,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == name)
+    }
 }
 
 /// A question the call's server put to the task's client, open until answered.

@@ -533,15 +533,7 @@ fn read(json: &str) -> Option<TaskRecord> {
 
 impl Stored {
     fn into_record(self) -> Option<TaskRecord> {
-        let state = [
-            TaskState::Working,
-            TaskState::InputRequired,
-            TaskState::Completed,
-            TaskState::Failed,
-            TaskState::Cancelled,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == self.state)?;
+        let state = TaskState::parse(&self.state)?;
         let questions = self
             .questions
             .into_iter()
