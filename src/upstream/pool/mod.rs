@@ -10,6 +10,7 @@
 
 pub(crate) mod balance;
 mod census;
+mod give_back;
 pub(crate) mod slots;
 mod watch;
 

@@ -44,7 +44,9 @@ impl Watch {
                 _ = self.retire.cancelled() => break None,
                 loss = session.ended() => break Some(loss),
                 _ = suspect.notified(), if pings => {
-                    if let Err(end) = session.ping(Duration::from_secs(10)).await {
+                    // Boxed, as the close below: the task is held by every open session, and
+                    // these two rare steps would size it.
+                    if let Err(end) = Box::pin(session.ping(Duration::from_secs(10))).await {
                         break Some(SessionLoss { end, stderr: None });
                     }
                 }
@@ -56,7 +58,8 @@ impl Watch {
                 "per-caller session lost: {loss}"),
             None => self.calls_done().await,
         }
-        session.close().await;
+        Box::pin(session.close()).await;
+        super::give_back::session_closed();
         tracing::debug!(server = %self.server, caller = %self.caller, "per-caller session closed");
         drop(self.ticket);
     }

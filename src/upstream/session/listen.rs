@@ -129,7 +129,8 @@ pub async fn listen(
             let current = uris.borrow_and_update();
             (current.0, filter(&current.1))
         };
-        let mut subscription = match peer.listen(asked).await {
+        // Boxed: the task waits on the subscription far longer than on this request.
+        let mut subscription = match Box::pin(peer.listen(asked)).await {
             Ok(subscription) => subscription,
             Err(ServiceError::McpError(error)) => {
                 // A server that takes no subscriptions tells nothing; its lists stand.

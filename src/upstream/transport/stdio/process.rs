@@ -31,6 +31,8 @@ use crate::upstream::{
     transport::stdio::stdout_guard::StdoutGuard,
 };
 
+/// The stderr reader's first buffer.
+const STDERR_FIRST_READ: usize = 256;
 /// Longest stderr line logged whole; longer ones are cut.
 const MAX_STDERR_LINE: usize = 8 * 1024;
 /// How many of the last stderr lines are kept to explain a failure, and how much of each.
@@ -218,7 +220,10 @@ fn die_with_parent(_command: &mut tokio::process::Command) {}
 
 /// Logs each stderr line at info level, tagged with the server, and keeps the last few.
 async fn log_stderr(server: ServerName, pipe: ChildStderr, tail: StderrTail) {
-    let mut lines = FramedRead::new(pipe, LinesCodec::new_with_max_length(MAX_STDERR_LINE));
+    // A small first buffer (it grows for a long line): most servers write little or nothing
+    // there, and a per-caller server has one of these per caller.
+    let codec = LinesCodec::new_with_max_length(MAX_STDERR_LINE);
+    let mut lines = FramedRead::with_capacity(pipe, codec, STDERR_FIRST_READ);
     while let Some(line) = lines.next().await {
         match line {
             Ok(line) => {
