@@ -303,7 +303,7 @@ pub fn machine_cpu() -> anyhow::Result<MachineCpu> {
 }
 
 /// CallTool `echo {"message": "hello"}`.
-fn echo_hello() -> CallToolRequest {
+pub fn echo_hello() -> CallToolRequest {
     CallToolRequest {
         name: "echo".into(),
         arguments_json: r#"{"message": "hello"}"#.into(),

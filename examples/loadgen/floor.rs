@@ -1,6 +1,7 @@
-//! The floor under a broker call on this machine: what any gRPC unary call costs its server
-//! (tonic's own health `Check`, served by a child process that does nothing else:
-//! `loadgen null-server`), measured in the same run as the broker. A broker call is one such
+//! The floor under a broker call on this machine: what a gRPC unary call costs its server (a
+//! tonic server of the broker's own service whose `CallTool` answers `echo` at once, run by a
+//! child process that does nothing else: `loadgen null-server`, see [`crate::null_broker`]),
+//! measured in the same run as the broker, through the same client. A broker call is one such
 //! gRPC call plus one MCP call on a pipe, so the no-op's CPU and latency, added to the direct
 //! rmcp client's, bound from below what the broker can reach; what the broker spends above
 //! that sum is its own. At concurrency 1 a harder floor sits beside it: the no-op plus a bare
@@ -17,19 +18,16 @@ use tokio::{
     process::{Child, Command},
 };
 use tonic::transport::{Channel, Server, server::TcpIncoming};
-use tonic_health::pb::{
-    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+use toolbroker::proto::{
+    tool_broker_client::ToolBrokerClient, tool_broker_server::ToolBrokerServer,
 };
 
-use crate::{Plan, broker::measure_process, report::Figures};
+use crate::{Plan, broker::measure_process, null_broker::NullBroker, report::Figures};
 
-/// Serves tonic's health service on a free loopback port (printed on stdout) until killed,
-/// with TCP_NODELAY as the broker sets it.
+/// Serves the no-op broker on a free loopback port (printed on stdout) until killed, with
+/// TCP_NODELAY as the broker sets it.
 pub async fn serve() -> anyhow::Result<()> {
-    let (reporter, service) = tonic_health::server::health_reporter();
-    reporter
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+    let service = ToolBrokerServer::new(NullBroker);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     println!("{}", listener.local_addr()?);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -40,23 +38,21 @@ pub async fn serve() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Closed-loop health checks against a fresh `loadgen null-server` at `concurrency`, with that
-/// server's CPU per call; every answer checked to be SERVING.
+/// Closed-loop CallTool `echo` against a fresh `loadgen null-server` at `concurrency`, with
+/// that server's CPU per call; every answer checked to be "hello".
 pub async fn no_op_load(concurrency: usize, plan: Plan) -> anyhow::Result<Figures> {
     let server = Helper::start(&["null-server"]).await?;
     let channel = Channel::from_shared(format!("http://{}", server.addr))?
         .connect()
         .await?;
-    let client = HealthClient::new(channel);
+    let client = ToolBrokerClient::new(channel);
+    let request = crate::broker::echo_hello();
     let call = move || {
         let mut client = client.clone();
+        let request = request.clone();
         async move {
-            let status = client
-                .check(HealthCheckRequest::default())
-                .await?
-                .into_inner()
-                .status;
-            anyhow::ensure!(status == ServingStatus::Serving as i32, "status {status}");
+            let reply = client.call_tool(request).await?.into_inner();
+            anyhow::ensure!(reply.text == "hello", "wrong answer: {reply:?}");
             anyhow::Ok(())
         }
     };

@@ -8,8 +8,8 @@
 //! - `calls`: CallTool `echo` at concurrency 1, 16, 64, over TCP and over the broker's Unix
 //!   socket, beside an rmcp client calling the same server directly over stdio: the demo server, then the benchmark's own fast echo server
 //!   (`loadgen echo-server`, rmcp with async pipes and one tool); `--server demo|fast` and
-//!   `--concurrency 1,64` narrow it. Beside them, the floor: a gRPC no-op (tonic's health
-//!   `Check` from `loadgen null-server`), whose cost plus the direct client's is the least a
+//!   `--concurrency 1,64` narrow it. Beside them, the floor: a gRPC no-op (a `CallTool`
+//!   answered at once by `loadgen null-server`), whose cost plus the direct client's is the least a
 //!   broker call can cost here;
 //! - `list`: ListTools with 10, 1,000 and 10,000 bridged tools, beside a direct `tools/list`,
 //!   the MCP face's, and the floor: the answer's bytes alone over loopback TCP;
@@ -19,6 +19,9 @@
 //! - `tracing`: CallTool with span export off, then on (to an OTLP collector run here);
 //! - `callers`: per-caller sessions: a first call against later ones, 16 callers per-caller
 //!   against shared, and the broker's memory per open session;
+//! - `many`: 1,000 callers each with a per-caller session of the demo server (memory per
+//!   session, first calls against the server's own start-up, memory and processes once
+//!   `idle_timeout` closed them), and 10,000 callers' rate state;
 //! - `guards`: CallTool at concurrency 16 with the audit log and call rates off, then on
 //!   (medians of interleaved rounds); `--concurrency 1,64` sets the levels, `--audit-only`
 //!   leaves the rates out;
@@ -59,6 +62,8 @@ mod floor;
 mod guards;
 mod listing;
 mod long_calls;
+mod many_callers;
+mod null_broker;
 mod per_caller;
 mod replicas;
 mod report;
@@ -118,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         "replicas",
         "tracing",
         "callers",
+        "many",
         "guards",
         "stream",
         "operations",
@@ -157,6 +163,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if all || scenario == "callers" {
         per_caller::run(plan).await?;
+    }
+    if all || scenario == "many" {
+        many_callers::run(plan).await?;
     }
     if all || scenario == "guards" {
         let audit_only = args.iter().any(|a| a == "--audit-only");
@@ -315,6 +324,8 @@ async fn calls_at(
         cpu(&socket) - cpu(&through),
     );
     floor_row(concurrency, &baseline, &no_op, &through);
+    target_row(concurrency, "TCP", &baseline, &no_op, &through);
+    target_row(concurrency, "socket", &baseline, &no_op, &socket);
     if concurrency == 1 {
         let pipe = floor::pipe_load(plan).await?;
         println!("{}", pipe.row("c=1 a line through cat (cpu: client)"));
@@ -328,6 +339,32 @@ async fn calls_at(
         );
     }
     Ok(())
+}
+
+/// Issue 42's targets for the call path, each against the floor of the same run: at c=1, p50
+/// within 0.05 ms and CPU within 25 µs of the no-op plus the direct call; at higher
+/// concurrency, throughput at least 0.9 of the two in series (1 / (1/no-op + 1/direct)) and CPU
+/// within 15 µs of the floor's.
+fn target_row(concurrency: usize, way: &str, direct: &Figures, no_op: &Figures, broker: &Figures) {
+    let us = |figures: &Figures| figures.cpu_per_call_us().unwrap_or(f64::NAN);
+    let verdict = |met: bool| if met { "met" } else { "NOT met" };
+    let above_cpu = us(broker) - us(no_op) - us(direct);
+    if concurrency == 1 {
+        let above_p50 = broker.ms(0.5) - no_op.ms(0.5) - direct.ms(0.5);
+        println!(
+            "c=1 targets ({way}): p50 {above_p50:+.3} ms over no-op + direct (≤ +0.050: {}); cpu/call {above_cpu:+.1} µs over no-op server + direct client (≤ +25: {})",
+            verdict(above_p50 <= 0.05),
+            verdict(above_cpu <= 25.0),
+        );
+    } else {
+        let series = 1.0 / (1.0 / no_op.rate() + 1.0 / direct.rate());
+        let ratio = broker.rate() / series;
+        println!(
+            "c={concurrency} targets ({way}): throughput {ratio:.3}x the no-op and direct in series ({series:.0}/s; ≥ 0.9: {}); cpu/call {above_cpu:+.1} µs over the floor (≤ +15: {})",
+            verdict(ratio >= 0.9),
+            verdict(above_cpu <= 15.0),
+        );
+    }
 }
 
 /// What a broker call costs above the floor: a gRPC call (the no-op) plus an MCP call (the

@@ -95,14 +95,15 @@ async fn broker(
 }
 
 /// `request` as caller `i`.
-fn as_caller(i: usize, request: &CallToolRequest) -> Request<CallToolRequest> {
+pub fn as_caller(i: usize, request: &CallToolRequest) -> Request<CallToolRequest> {
     let mut request = Request::new(request.clone());
     let token = format!("Bearer token-{i}").parse().expect("a header value");
     request.metadata_mut().insert("authorization", token);
     request
 }
 
-fn call(tool: &str, arguments_json: &str) -> CallToolRequest {
+/// CallTool `tool` with `arguments_json`.
+pub fn call(tool: &str, arguments_json: &str) -> CallToolRequest {
     CallToolRequest {
         name: tool.into(),
         arguments_json: arguments_json.into(),
@@ -218,7 +219,7 @@ async fn memory_per_session(sessions: usize) -> anyhow::Result<()> {
 }
 
 /// How many per-caller sessions the server has open.
-async fn open_sessions(client: &ToolBrokerClient<Channel>) -> anyhow::Result<usize> {
+pub async fn open_sessions(client: &ToolBrokerClient<Channel>) -> anyhow::Result<usize> {
     let mut request = Request::new(ListServersRequest {});
     let token = "Bearer token-0".parse().expect("a header value");
     request.metadata_mut().insert("authorization", token);
@@ -228,7 +229,7 @@ async fn open_sessions(client: &ToolBrokerClient<Channel>) -> anyhow::Result<usi
 }
 
 /// The broker's RSS once allocations settle (two readings a moment apart agree).
-async fn settled_rss(broker: &BrokerProcess) -> anyhow::Result<f64> {
+pub async fn settled_rss(broker: &BrokerProcess) -> anyhow::Result<f64> {
     let mut last = broker.rss_mib()?;
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(200)).await;

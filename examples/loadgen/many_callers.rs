@@ -1,0 +1,287 @@
+//! `many`: the broker at the scale of many callers (issue 42).
+//! - 1,000 callers, each with its own session of a small per-caller stdio server (the demo
+//!   server): the broker's memory per session (children not counted), each caller's first
+//!   call against the server's own start-up and handshake measured directly, and, once
+//!   `idle_timeout` has closed every session, the broker's memory against where it was, and
+//!   whether any process is left;
+//! - 10,000 callers, each making one call under `limits.caller_rate`, against the same with
+//!   no rate: what their rate state costs.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::{
+    Plan,
+    broker::{BrokerProcess, toolbroker_bin},
+    direct::Direct,
+    per_caller::{as_caller, call, open_sessions, settled_rss},
+    report::histogram,
+    soak::children,
+};
+
+/// How long an unused session stays open in the 1,000-caller run (opening them all takes
+/// about 10 s here; none may close before the last opens).
+const IDLE: Duration = Duration::from_secs(30);
+/// The same with `--quick`'s 20 callers.
+const QUICK_IDLE: Duration = Duration::from_secs(3);
+
+/// Prints both measures.
+pub async fn run(plan: Plan) -> anyhow::Result<()> {
+    let (sessions, callers) = if plan.quick {
+        (20, 200)
+    } else {
+        (1_000, 10_000)
+    };
+    println!("\n## many callers: {sessions} per-caller sessions, {callers} callers' rates");
+    let start_up = direct_start_ups(if plan.quick { 3 } else { 50 }).await?;
+    let idle = if plan.quick { QUICK_IDLE } else { IDLE };
+    sessions_of_many(sessions, idle, &start_up).await?;
+    rate_state(callers).await
+}
+
+/// The server's own start-up and handshake (and then one call), measured directly: each time a
+/// fresh `toolbroker demo-server` with an rmcp client, as the broker starts a caller's session.
+async fn direct_start_ups(times: usize) -> anyhow::Result<StartUp> {
+    let (mut handshake, mut first) = (histogram(), histogram());
+    for _ in 0..times {
+        let started = Instant::now();
+        let direct = Direct::start_program(&toolbroker_bin()?, &["demo-server"]).await?;
+        record(&mut handshake, started)?;
+        let result = direct
+            .peer()
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("echo").with_arguments(crate::hello()),
+            )
+            .await?;
+        anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
+        record(&mut first, started)?;
+        direct.stop().await?;
+    }
+    let start_up = StartUp { handshake, first };
+    println!(
+        "direct, {times} fresh demo servers: start-up and handshake p50 {:.2} ms (p90 {:.2}); with the first call p50 {:.2} ms",
+        ms(&start_up.handshake, 0.5),
+        ms(&start_up.handshake, 0.9),
+        ms(&start_up.first, 0.5),
+    );
+    Ok(start_up)
+}
+
+/// Start-up figures of the server alone.
+struct StartUp {
+    handshake: Histogram<u64>,
+    first: Histogram<u64>,
+}
+
+fn record(histogram: &mut Histogram<u64>, since: Instant) -> anyhow::Result<()> {
+    Ok(histogram.record(since.elapsed().as_micros().max(1) as u64)?)
+}
+
+fn ms(histogram: &Histogram<u64>, quantile: f64) -> f64 {
+    histogram.value_at_quantile(quantile) as f64 / 1000.0
+}
+
+/// A broker with `callers` static tokens (caller `i` sends `token-i`) and one server `entry`,
+/// plus `extra` top-level config.
+async fn broker(
+    callers: usize,
+    entry: serde_json::Value,
+    extra: serde_json::Value,
+) -> anyhow::Result<BrokerProcess> {
+    let tokens: Vec<_> = (0..callers)
+        .map(|i| json!({"name": format!("caller-{i}"), "value_env": format!("TOKEN_{i}")}))
+        .collect();
+    let mut config = json!({"auth": {"tokens": tokens}, "servers": [entry]});
+    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+        config.extend(extra.clone());
+    }
+    let env: Vec<(String, String)> = (0..callers)
+        .map(|i| (format!("TOKEN_{i}"), format!("token-{i}")))
+        .collect();
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    BrokerProcess::start(&config.to_string(), &env).await
+}
+
+/// The demo server, per caller when `sessions` is given (at most that many at once, closed
+/// after `idle` unused).
+fn demo(sessions: Option<(usize, Duration)>) -> anyhow::Result<serde_json::Value> {
+    let mut entry = json!({
+        "name": "s",
+        "command": toolbroker_bin()?,
+        "args": ["demo-server"],
+        "init_timeout": "120s",
+    });
+    if let Some((sessions, idle)) = sessions {
+        entry["isolation"] = "per-caller".into();
+        entry["max_sessions"] = (sessions + 10).into();
+        entry["idle_timeout"] = format!("{}s", idle.as_secs()).into();
+    }
+    Ok(entry)
+}
+
+/// `sessions` callers each open a session with a first call, then make a second; the broker's
+/// anonymous memory before, with them all open, and after `idle_timeout` closed them.
+async fn sessions_of_many(
+    sessions: usize,
+    idle: Duration,
+    start_up: &StartUp,
+) -> anyhow::Result<()> {
+    let broker = broker(sessions, demo(Some((sessions, idle)))?, json!({})).await?;
+    let client = broker.client().await?;
+    let echo = call("echo", r#"{"message": "hi"}"#);
+    // The server's discovery session (which lists its tools) is a process of its own, there
+    // before any caller comes and after they all go.
+    let kept = children(broker.pid())?.len();
+    // One session opened and closed first, so that the broker's one-off allocations (the first
+    // session, the first call, the sweep) are in the baseline.
+    client.clone().call_tool(as_caller(0, &echo)).await?;
+    wait_closed(&broker, &client, kept, idle).await?;
+    let before = settled_rss(&broker).await?;
+    let before_anon = anon_mib(broker.pid())?;
+    let threads_before = threads(broker.pid())?;
+    let (mut first, mut later) = (histogram(), histogram());
+    let opening = Instant::now();
+    for i in 0..sessions {
+        let started = Instant::now();
+        let reply = client.clone().call_tool(as_caller(i, &echo)).await?;
+        record(&mut first, started)?;
+        anyhow::ensure!(reply.get_ref().text == "hi", "wrong answer: {reply:?}");
+        let started = Instant::now();
+        client.clone().call_tool(as_caller(i, &echo)).await?;
+        record(&mut later, started)?;
+    }
+    let opened_in = opening.elapsed();
+    let open = open_sessions(&client).await?;
+    let servers = children(broker.pid())?.len() - kept;
+    let with = settled_rss(&broker).await?;
+    let with_anon = anon_mib(broker.pid())?;
+    println!(
+        "{sessions} callers opened their sessions one after another in {:.1} s: {open} open, {servers} server processes (besides the discovery session's {kept})",
+        opened_in.as_secs_f64()
+    );
+    println!(
+        "first call p50 {:.2} ms (p90 {:.2}), a later call p50 {:.3} ms; the server's start-up and handshake alone p50 {:.2} ms: first call {:+.2} ms over it (≤ +1 ms: {}); {:+.2} ms over start-up, handshake and a call made directly",
+        ms(&first, 0.5),
+        ms(&first, 0.9),
+        ms(&later, 0.5),
+        ms(&start_up.handshake, 0.5),
+        ms(&first, 0.5) - ms(&start_up.handshake, 0.5),
+        met(ms(&first, 0.5) - ms(&start_up.handshake, 0.5) <= 1.0),
+        ms(&first, 0.5) - ms(&start_up.first, 0.5),
+    );
+    let per_session = (with_anon - before_anon) * 1024.0 / open.max(1) as f64;
+    println!(
+        "broker RSS {before:.1} → {with:.1} MiB (anonymous {before_anon:.1} → {with_anon:.1} MiB) with {open} sessions: {per_session:.1} KiB anonymous per session (≤ 64: {}); {:.1} KiB of all RSS",
+        met(per_session <= 64.0),
+        (with - before) * 1024.0 / open.max(1) as f64,
+    );
+    let closing = Instant::now();
+    wait_closed(&broker, &client, kept, idle).await?;
+    let closed_in = closing.elapsed();
+    let left = children(broker.pid())?.len() - kept;
+    // The broker gives freed memory back a second after the last close, from its own thread.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The runtime's blocking threads that stopped the servers end 10 s after their last job.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while threads(broker.pid())? > threads_before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = settled_rss(&broker).await?;
+    let after_anon = anon_mib(broker.pid())?;
+    println!(
+        "idle_timeout {}s: every session closed {:.1} s after the last call; {left} processes left (none: {}); broker RSS {after:.1} MiB (anonymous {after_anon:.1}): {:+.1} % of before (within 10 %: {}), anonymous {:+.1} %",
+        idle.as_secs(),
+        closed_in.as_secs_f64(),
+        met(left == 0),
+        100.0 * (after / before - 1.0),
+        met(after <= before * 1.1),
+        100.0 * (after_anon / before_anon - 1.0),
+    );
+    Ok(())
+}
+
+fn met(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
+/// Waits until the server has no caller's session open and the broker only its `kept`
+/// children (at most a minute past `idle_timeout`).
+async fn wait_closed(
+    broker: &BrokerProcess,
+    client: &toolbroker::proto::tool_broker_client::ToolBrokerClient<tonic::transport::Channel>,
+    kept: usize,
+    idle: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + idle * 2 + Duration::from_secs(60);
+    while open_sessions(client).await? > 0 || children(broker.pid())?.len() > kept {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "sessions still open a minute after idle_timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// How many threads a process has.
+fn threads(pid: u32) -> anyhow::Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/task"))?.count())
+}
+
+/// A process's anonymous resident memory, in MiB.
+fn anon_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .context("no RssAnon")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+/// `callers` callers each make one call to a shared demo server, with `limits.caller_rate` in
+/// memory and with no rate: the two brokers' anonymous memory once every caller has called
+/// differs by the callers' rate state (made at start or at a caller's first call).
+async fn rate_state(callers: usize) -> anyhow::Result<()> {
+    let mut called = Vec::new();
+    for rate in [false, true] {
+        let extra = if rate {
+            json!({"limits": {"caller_rate": "1000000/s"}})
+        } else {
+            json!({})
+        };
+        let broker = broker(callers, demo(None)?, extra).await?;
+        let client = broker.client().await?;
+        let echo = call("echo", r#"{"message": "hi"}"#);
+        client.clone().call_tool(as_caller(0, &echo)).await?;
+        settled_rss(&broker).await?;
+        let before = anon_mib(broker.pid())?;
+        for i in 1..callers {
+            client.clone().call_tool(as_caller(i, &echo)).await?;
+        }
+        settled_rss(&broker).await?;
+        let after = anon_mib(broker.pid())?;
+        println!(
+            "{callers} callers, one call each, {}: broker anonymous RSS {before:.1} → {after:.1} MiB",
+            if rate {
+                "limits.caller_rate in memory"
+            } else {
+                "no rate"
+            }
+        );
+        called.push(after);
+    }
+    let state = called[1] - called[0];
+    println!(
+        "{callers} callers' rate state (anonymous RSS with the rate, less without): {state:.2} MiB ({:.0} bytes per caller; < 16 MiB: {})",
+        state * 1024.0 * 1024.0 / callers as f64,
+        met(state < 16.0),
+    );
+    Ok(())
+}
