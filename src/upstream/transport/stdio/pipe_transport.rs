@@ -31,32 +31,24 @@ use rmcp::{
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::{Transport, async_rw::JsonRpcMessageCodec, async_rw::JsonRpcMessageCodecError},
 };
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, BufReader};
 use tokio_util::codec::Decoder as _;
 
 use crate::upstream::{
     transport::stdio::call_answers::{CallIds, call_answer},
     transport::stdio::call_lane::{CallLane, Outbox},
     transport::stdio::pipe_writer::Writer,
-    transport::stdio::write_queue::Ticket,
+    transport::stdio::write_queue::{KEPT_CAPACITY, Ticket},
 };
 
-/// Room asked for before a read when no line is pending: what a session holds while idle
-/// (1,000 per-caller sessions held 64 KiB each with a fixed buffer: docs/performance.md, "many
-/// callers").
-const FIRST_READ: usize = 4 * 1024;
-/// The most room asked for before one read while a long line comes in: a pipe gives at most
-/// its own buffer (64 KiB) per read.
-const MOST_READ: usize = 64 * 1024;
+/// Read buffer size: most answers fit in one read.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// A client transport over a server's stdout (`R`) and stdin (`W`).
 pub struct PipeTransport<R, W> {
-    read: R,
-    /// What was read and not yet taken as lines; a partial line survives a cancelled
-    /// `receive`. Each line is split off it, not copied.
-    buffer: BytesMut,
-    /// How much of `buffer` is known to hold no newline.
-    scanned: usize,
+    read: BufReader<R>,
+    /// The line being read; a partial line survives a cancelled `receive`.
+    line: Vec<u8>,
     codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleClient>>,
     calls: CallIds,
     writer: Arc<Writer<W>>,
@@ -68,9 +60,8 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> PipeTransport
     pub fn new(read: R, write: W) -> Self {
         let writer = Writer::new(write);
         Self {
-            read,
-            buffer: BytesMut::new(),
-            scanned: 0,
+            read: BufReader::with_capacity(READ_BUFFER, read),
+            line: Vec::new(),
             codec: JsonRpcMessageCodec::default(),
             calls: CallIds::default(),
             lane: CallLane::new(writer.clone()),
@@ -95,33 +86,29 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// Reads up to the end of the next line and returns it with its `\n`; `None` at the end of
-    /// the stream (a last line without `\n` is dropped). Cancelled, what was read stays.
-    async fn read_line(&mut self) -> io::Result<Option<BytesMut>> {
+    /// Reads up to the end of the next line, keeping what was read if cancelled.
+    async fn read_line(&mut self) -> io::Result<bool> {
         loop {
-            let unscanned = &self.buffer[self.scanned..];
-            if let Some(index) = unscanned.iter().position(|&b| b == b'\n') {
-                let end = self.scanned + index + 1;
-                self.scanned = 0;
-                return Ok(Some(self.buffer.split_to(end)));
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(false);
             }
-            if self.buffer.is_empty() {
-                // A fresh small buffer: reserving on this one could take back the whole
-                // allocation a long line grew, and an idle session would keep it.
-                self.buffer = BytesMut::new();
-            }
-            self.scanned = self.buffer.len();
-            self.buffer
-                .reserve(self.buffer.len().clamp(FIRST_READ, MOST_READ));
-            if self.read.read_buf(&mut self.buffer).await? == 0 {
-                return Ok(None);
+            let (taken, ended) = match available.iter().position(|&b| b == b'\n') {
+                Some(index) => (index + 1, true),
+                None => (available.len(), false),
+            };
+            self.line.extend_from_slice(&available[..taken]);
+            self.read.consume(taken);
+            if ended {
+                return Ok(true);
             }
         }
     }
 
-    /// The message in `line`, decoded by rmcp's codec; `None` when the codec skips it. A line
-    /// that is JSON but no message is answered "Invalid Request", as rmcp does.
-    fn general(&mut self, mut line: BytesMut) -> Result<Option<RxJsonRpcMessage<RoleClient>>, ()> {
+    /// The message in the line just read, decoded by rmcp's codec; `None` when the codec skips
+    /// it. A line that is JSON but no message is answered "Invalid Request", as rmcp does.
+    fn general(&mut self) -> Result<Option<RxJsonRpcMessage<RoleClient>>, ()> {
+        let mut line = BytesMut::from(self.line.as_slice());
         match self.codec.decode(&mut line) {
             Ok(message) => Ok(message),
             Err(JsonRpcMessageCodecError::Serde(e)) => {
@@ -178,9 +165,9 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let read = match self.read_line().await {
-                Ok(Some(read)) => read,
-                Ok(None) => {
+            match self.read_line().await {
+                Ok(true) => {}
+                Ok(false) => {
                     self.lane.close();
                     return None;
                 }
@@ -189,9 +176,10 @@ where
                     self.lane.close();
                     return None;
                 }
-            };
-            let line = trim_line_end(&read);
+            }
+            let line = trim_line_end(&self.line);
             if line.is_empty() || self.lane.take(line) {
+                self.line.clear();
                 continue;
             }
             let fast = if self.calls.is_empty() {
@@ -201,8 +189,12 @@ where
             };
             let message = match fast {
                 Some(message) => Ok(Some(message)),
-                None => self.general(read),
+                None => self.general(),
             };
+            self.line.clear();
+            if self.line.capacity() > KEPT_CAPACITY {
+                self.line = Vec::new();
+            }
             match message {
                 Ok(Some(message)) => return Some(message),
                 Ok(None) => continue,
