@@ -5,46 +5,47 @@
 //! other systems) it does nothing.
 
 use std::{
-    sync::{Condvar, Mutex, OnceLock, PoisonError},
+    sync::{Condvar, Mutex, Once, PoisonError},
     time::Duration,
 };
 
 /// How long closes must stop before the memory is given back: one trim per burst.
 const QUIET: Duration = Duration::from_secs(1);
 
-/// Closes so far, and the thread that trims after them.
+/// Closes so far, and the condition the trimming thread waits on.
 struct Closes {
     count: Mutex<u64>,
     changed: Condvar,
 }
 
+static CLOSES: Closes = Closes {
+    count: Mutex::new(0),
+    changed: Condvar::new(),
+};
+
 /// Notes that a session closed: its memory is given back once closes stop for a second.
 pub fn session_closed() {
-    let closes = closes();
-    *closes.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-    closes.changed.notify_one();
+    start_thread();
+    *CLOSES.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    CLOSES.changed.notify_one();
 }
 
-/// The counter, and its thread (started on first use, living as long as the process; a
-/// thread rather than a task, so that no runtime has to outlive it).
-fn closes() -> &'static Closes {
-    static CLOSES: OnceLock<&'static Closes> = OnceLock::new();
-    CLOSES.get_or_init(|| {
-        let closes: &'static Closes = Box::leak(Box::new(Closes {
-            count: Mutex::new(0),
-            changed: Condvar::new(),
-        }));
+/// Starts the trimming thread on first use; it lives as long as the process (a thread rather
+/// than a task, so that no runtime has to outlive it).
+fn start_thread() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
         let started = std::thread::Builder::new()
             .name("toolbroker-give-back".into())
-            .spawn(move || trim_after_closes(closes));
+            .spawn(|| trim_after_closes(&CLOSES, QUIET, trim));
         if let Err(error) = started {
             tracing::warn!(%error, "no thread to give closed sessions' memory back");
         }
-        closes
-    })
+    });
 }
 
-fn trim_after_closes(closes: &Closes) {
+/// Calls `trim` once closes have stopped for `quiet`, after each burst of them; never returns.
+fn trim_after_closes(closes: &Closes, quiet: Duration, trim: impl Fn()) {
     let lock = || closes.count.lock().unwrap_or_else(PoisonError::into_inner);
     let mut trimmed_at = 0;
     loop {
@@ -56,10 +57,10 @@ fn trim_after_closes(closes: &Closes) {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         drop(count);
-        // Quiet for QUIET: a burst of closes ends in one trim.
+        // Quiet for `quiet`: a burst of closes ends in one trim.
         loop {
             let seen = *lock();
-            std::thread::sleep(QUIET);
+            std::thread::sleep(quiet);
             if *lock() == seen {
                 trimmed_at = seen;
                 break;
@@ -80,3 +81,78 @@ fn trim() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A counter of its own with its thread, trimming into `trims`.
+    fn closes_counted(quiet: Duration) -> (&'static Closes, &'static AtomicUsize) {
+        let closes: &'static Closes = Box::leak(Box::new(Closes {
+            count: Mutex::new(0),
+            changed: Condvar::new(),
+        }));
+        let trims: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        std::thread::spawn(move || {
+            trim_after_closes(closes, quiet, || {
+                trims.fetch_add(1, Ordering::SeqCst);
+            })
+        });
+        (closes, trims)
+    }
+
+    fn close(closes: &Closes) {
+        *closes.count.lock().unwrap() += 1;
+        closes.changed.notify_one();
+    }
+
+    /// Waits (at most 10 s) for `trims` to reach `n`.
+    fn wait_for(trims: &AtomicUsize, n: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while trims.load(Ordering::SeqCst) < n {
+            assert!(std::time::Instant::now() < deadline, "no trim came");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_burst_of_closes_ends_in_one_trim_once_they_stop() {
+        // A quiet time far longer than the burst takes, so the burst is one.
+        let (closes, trims) = closes_counted(Duration::from_millis(300));
+        for _ in 0..50 {
+            close(closes);
+        }
+        wait_for(trims, 1);
+        // Nothing closed since: no second trim, however long the thread waits.
+        let settled = *closes.count.lock().unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(trims.load(Ordering::SeqCst), 1, "one trim per burst");
+        assert_eq!(*closes.count.lock().unwrap(), settled);
+
+        // The next burst gets its own trim.
+        for _ in 0..3 {
+            close(closes);
+        }
+        wait_for(trims, 2);
+    }
+
+    #[test]
+    fn no_trim_before_the_closes_stop() {
+        // Closes every 10 ms for two seconds: never quiet for one (a loaded machine may
+        // stall this thread, not for a second).
+        let (closes, trims) = closes_counted(Duration::from_secs(1));
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_secs(2) {
+            close(closes);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            trims.load(Ordering::SeqCst),
+            0,
+            "trimmed while closes went on"
+        );
+        wait_for(trims, 1);
+    }
+}
