@@ -41,8 +41,10 @@ use crate::upstream::{
     transport::stdio::write_queue::{KEPT_CAPACITY, Ticket},
 };
 
-/// Read buffer size: most answers fit in one read.
-const READ_BUFFER: usize = 64 * 1024;
+/// Read buffer size. Every open session holds it, zeroed and resident, so it is small (a
+/// session of 1,000 held 64 KiB of it: docs/performance.md, "Many callers"); a longer line
+/// collects in `line`, which gives back what it grew beyond `KEPT_CAPACITY`.
+const READ_BUFFER: usize = 4 * 1024;
 
 /// A client transport over a server's stdout (`R`) and stdin (`W`).
 pub struct PipeTransport<R, W> {
