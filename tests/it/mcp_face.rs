@@ -931,6 +931,44 @@ async fn each_caller_gets_its_own_session_of_a_per_caller_server() {
 }
 
 #[tokio::test]
+async fn a_callers_subscription_opens_the_listen_stream_of_its_own_2026_session() {
+    // One caller's session of a 2026-07-28 server opens `subscriptions/listen` only at its
+    // caller's first subscription; the subscription is answered once that stream is
+    // acknowledged, for each caller on their own session.
+    let auth = json!({"tokens": [
+        {"name": "alice", "value_env": "ALICE"},
+        {"name": "bob", "value_env": "BOB"},
+    ]});
+    let (_broker, url) = face(|b| {
+        b.server(
+            common::config::modern("modern")
+                .prefix("m_")
+                .set("isolation", "per-caller"),
+        )
+        .top("auth", auth)
+        .env("ALICE", "alice-token")
+        .env("BOB", "bob-token")
+    })
+    .await;
+    for token in ["alice-token", "bob-token"] {
+        let session = connect(&url, Some(token), Client::default()).await;
+        let said = session
+            .call_tool(call("m_touch", json!({"text": "before"})))
+            .await
+            .unwrap();
+        assert_eq!(said.content[0].as_text().unwrap().text, "touched");
+        tokio::time::timeout(
+            WAIT,
+            session.subscribe(SubscribeRequestParams::new("memo://note")),
+        )
+        .await
+        .expect("the subscription is answered")
+        .unwrap_or_else(|e| panic!("{token}'s subscription is acknowledged: {e}"));
+        session.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn sigterm_lets_face_calls_in_flight_finish_and_refuses_new_ones() {
     use nix::{
         sys::signal::{Signal, kill},

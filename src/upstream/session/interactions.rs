@@ -94,6 +94,11 @@ impl Interactions {
         })
     }
 
+    /// Whether the session belongs to one caller (a per-caller session).
+    pub fn is_one_callers(&self) -> bool {
+        self.one_caller
+    }
+
     /// Whether an interactive call is in flight (transports look closer only then).
     pub fn any_interactive(&self) -> bool {
         self.interactive.load(Ordering::Relaxed) > 0

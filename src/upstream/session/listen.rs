@@ -3,6 +3,9 @@
 //! stream. A session on it keeps one open for as long as it lives (opened again, after a
 //! pause, if the server ends it), asking for its lists' changes and for the resources callers
 //! subscribed to; what comes is passed to the supervisor as a 2025 server's notifications are.
+//! One caller's session, which lists nothing, opens its stream at its caller's first
+//! subscription: until then a stream would cost it memory (about 10 KiB of rmcp's channel, of
+//! a session's 70; docs/performance.md, "Many callers") for nothing.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -111,6 +114,15 @@ fn filter(uris: &BTreeSet<String>) -> SubscriptionFilter {
     filter
 }
 
+/// When a session's stream is first opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    /// When the session starts: its lists' changes matter.
+    AtOnce,
+    /// When a resource is first followed: only its subscriptions matter.
+    AtFirstSubscription,
+}
+
 /// Listens on `peer` until the session ends, passing what comes to `changes`. Run as the
 /// session's task (aborted with it).
 pub async fn listen(
@@ -118,8 +130,15 @@ pub async fn listen(
     changes: Changes,
     watched: &Watched,
     server: ServerName,
+    when: Opened,
 ) {
     let mut uris = watched.follow();
+    if when == Opened::AtFirstSubscription
+        && uris.wait_for(|(_, uris)| !uris.is_empty()).await.is_err()
+    {
+        watched.acked.send_replace(Acked::Never);
+        return;
+    }
     // The lists are read again after a stream the server ended (changes were missed while
     // none was open), not after one the broker reopened for another set of resources.
     let mut missed = false;

@@ -88,8 +88,14 @@ impl Session {
         let listening = stateless.clone().map(|stateless| {
             let (peer, changes) = (peer.clone(), changes.clone());
             let server = service.service().server().clone();
+            // One caller's session lists nothing, so only its caller's subscriptions matter.
+            let when = if interactions.is_one_callers() {
+                listen::Opened::AtFirstSubscription
+            } else {
+                listen::Opened::AtOnce
+            };
             tokio::spawn(async move {
-                listen::listen(peer, changes, &stateless.watched, server).await;
+                listen::listen(peer, changes, &stateless.watched, server, when).await;
             })
             .abort_handle()
         });
