@@ -249,12 +249,17 @@ where
 
 /// The resident memory of a process, in MiB.
 pub fn rss_mib_of(pid: u32) -> anyhow::Result<f64> {
+    status_mib(pid, "VmRSS")
+}
+
+/// A memory field of /proc/PID/status (`VmRSS`, `RssAnon`, ...), in MiB.
+pub fn status_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("no VmRSS")?;
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
     Ok(kib / 1024.0)
 }
 

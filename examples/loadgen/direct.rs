@@ -43,8 +43,12 @@ impl Direct {
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         };
         let client = ().serve_with_lifecycle(transport, lifecycle).await?;
+        // Once per run: `many` starts 50 servers.
+        static TOLD: std::sync::Once = std::sync::Once::new();
         if let Some(info) = client.peer_info() {
-            eprintln!("(the direct client speaks MCP {})", info.protocol_version);
+            TOLD.call_once(|| {
+                eprintln!("(the direct client speaks MCP {})", info.protocol_version)
+            });
         }
         Ok(Self { client })
     }

@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -17,7 +16,7 @@ use crate::{
     Plan,
     broker::{BrokerProcess, toolbroker_bin},
     direct::Direct,
-    per_caller::{as_caller, call, open_sessions, settled_rss},
+    per_caller::{as_caller, call, open_sessions, settled_rss, with_callers},
     report::histogram,
     soak::children,
 };
@@ -36,33 +35,22 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         (1_000, 10_000)
     };
     println!("\n## many callers: {sessions} per-caller sessions, {callers} callers' rates");
-    let start_up = direct_start_ups(if plan.quick { 3 } else { 50 }).await?;
+    let samples = if plan.quick { 3 } else { 50 };
+    let start_up = direct_start_ups(samples).await?;
     let idle = if plan.quick { QUICK_IDLE } else { IDLE };
-    sessions_of_many(sessions, idle, &start_up).await?;
+    sessions_of_many(sessions, idle, &start_up, samples).await?;
     rate_state(callers).await
 }
 
 /// The server's own start-up and handshake (and then one call), measured directly: each time a
 /// fresh `toolbroker demo-server` with an rmcp client, as the broker starts a caller's session.
 async fn direct_start_ups(times: usize) -> anyhow::Result<StartUp> {
-    let (mut handshake, mut first) = (histogram(), histogram());
+    let mut start_up = StartUp::default();
     for _ in 0..times {
-        let started = Instant::now();
-        let direct = Direct::start_program(&toolbroker_bin()?, &["demo-server"]).await?;
-        record(&mut handshake, started)?;
-        let result = direct
-            .peer()
-            .call_tool(
-                rmcp::model::CallToolRequestParams::new("echo").with_arguments(crate::hello()),
-            )
-            .await?;
-        anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
-        record(&mut first, started)?;
-        direct.stop().await?;
+        start_up.measure_one().await?;
     }
-    let start_up = StartUp { handshake, first };
     println!(
-        "direct, {times} fresh demo servers: start-up and handshake p50 {:.2} ms (p90 {:.2}); with the first call p50 {:.2} ms",
+        "direct, {times} fresh demo servers before the broker's run: start-up and handshake p50 {:.2} ms (p90 {:.2}); with the first call p50 {:.2} ms",
         ms(&start_up.handshake, 0.5),
         ms(&start_up.handshake, 0.9),
         ms(&start_up.first, 0.5),
@@ -76,33 +64,39 @@ struct StartUp {
     first: Histogram<u64>,
 }
 
+impl Default for StartUp {
+    fn default() -> Self {
+        Self {
+            handshake: histogram(),
+            first: histogram(),
+        }
+    }
+}
+
+impl StartUp {
+    /// One fresh server started, spoken to and stopped.
+    async fn measure_one(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let direct = Direct::start_program(&toolbroker_bin()?, &["demo-server"]).await?;
+        record(&mut self.handshake, started)?;
+        let result = direct
+            .peer()
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("echo").with_arguments(crate::hello()),
+            )
+            .await?;
+        anyhow::ensure!(result.is_error != Some(true), "the call failed: {result:?}");
+        record(&mut self.first, started)?;
+        direct.stop().await
+    }
+}
+
 fn record(histogram: &mut Histogram<u64>, since: Instant) -> anyhow::Result<()> {
     Ok(histogram.record(since.elapsed().as_micros().max(1) as u64)?)
 }
 
 fn ms(histogram: &Histogram<u64>, quantile: f64) -> f64 {
     histogram.value_at_quantile(quantile) as f64 / 1000.0
-}
-
-/// A broker with `callers` static tokens (caller `i` sends `token-i`) and one server `entry`,
-/// plus `extra` top-level config.
-async fn broker(
-    callers: usize,
-    entry: serde_json::Value,
-    extra: serde_json::Value,
-) -> anyhow::Result<BrokerProcess> {
-    let tokens: Vec<_> = (0..callers)
-        .map(|i| json!({"name": format!("caller-{i}"), "value_env": format!("TOKEN_{i}")}))
-        .collect();
-    let mut config = json!({"auth": {"tokens": tokens}, "servers": [entry]});
-    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        config.extend(extra.clone());
-    }
-    let env: Vec<(String, String)> = (0..callers)
-        .map(|i| (format!("TOKEN_{i}"), format!("token-{i}")))
-        .collect();
-    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    BrokerProcess::start(&config.to_string(), &env).await
 }
 
 /// The demo server, per caller when `sessions` is given (at most that many at once, closed
@@ -123,13 +117,16 @@ fn demo(sessions: Option<(usize, Duration)>) -> anyhow::Result<serde_json::Value
 }
 
 /// `sessions` callers each open a session with a first call, then make a second; the broker's
-/// anonymous memory before, with them all open, and after `idle_timeout` closed them.
+/// anonymous memory before, with them all open, and after `idle_timeout` closed them. Between
+/// the callers, `samples` fresh servers are started directly, so that the server's own start-up
+/// is also measured with as many processes about as the broker's sessions have.
 async fn sessions_of_many(
     sessions: usize,
     idle: Duration,
     start_up: &StartUp,
+    samples: usize,
 ) -> anyhow::Result<()> {
-    let broker = broker(sessions, demo(Some((sessions, idle)))?, json!({})).await?;
+    let broker = with_callers(sessions, demo(Some((sessions, idle)))?, json!({})).await?;
     let client = broker.client().await?;
     let echo = call("echo", r#"{"message": "hi"}"#);
     // The server's discovery session (which lists its tools) is a process of its own, there
@@ -143,8 +140,16 @@ async fn sessions_of_many(
     let before_anon = anon_mib(broker.pid())?;
     let threads_before = threads(broker.pid())?;
     let (mut first, mut later) = (histogram(), histogram());
+    let mut beside = StartUp::default();
+    let every = (sessions / samples).max(1);
+    let mut directly = Duration::ZERO;
     let opening = Instant::now();
     for i in 0..sessions {
+        if i % every == every / 2 {
+            let started = Instant::now();
+            beside.measure_one().await?;
+            directly += started.elapsed();
+        }
         let started = Instant::now();
         let reply = client.clone().call_tool(as_caller(i, &echo)).await?;
         record(&mut first, started)?;
@@ -153,7 +158,7 @@ async fn sessions_of_many(
         client.clone().call_tool(as_caller(i, &echo)).await?;
         record(&mut later, started)?;
     }
-    let opened_in = opening.elapsed();
+    let opened_in = opening.elapsed() - directly;
     let open = open_sessions(&client).await?;
     let servers = children(broker.pid())?.len() - kept;
     let with = settled_rss(&broker).await?;
@@ -163,14 +168,22 @@ async fn sessions_of_many(
         opened_in.as_secs_f64()
     );
     println!(
-        "first call p50 {:.2} ms (p90 {:.2}), a later call p50 {:.3} ms; the server's start-up and handshake alone p50 {:.2} ms: first call {:+.2} ms over it (≤ +1 ms: {}); {:+.2} ms over start-up, handshake and a call made directly",
+        "direct, {} fresh demo servers started between the callers: start-up and handshake p50 {:.2} ms (p90 {:.2}); with the first call p50 {:.2} ms",
+        beside.handshake.len(),
+        ms(&beside.handshake, 0.5),
+        ms(&beside.handshake, 0.9),
+        ms(&beside.first, 0.5),
+    );
+    let over = |alone: &StartUp| ms(&first, 0.5) - ms(&alone.handshake, 0.5);
+    println!(
+        "first call p50 {:.2} ms (p90 {:.2}), a later call p50 {:.3} ms; over the server's start-up and handshake alone: {:+.2} ms between the callers (≤ +1 ms: {}), {:+.2} ms before the run; {:+.2} ms over start-up, handshake and a call made directly between the callers",
         ms(&first, 0.5),
         ms(&first, 0.9),
         ms(&later, 0.5),
-        ms(&start_up.handshake, 0.5),
-        ms(&first, 0.5) - ms(&start_up.handshake, 0.5),
-        met(ms(&first, 0.5) - ms(&start_up.handshake, 0.5) <= 1.0),
-        ms(&first, 0.5) - ms(&start_up.first, 0.5),
+        over(&beside),
+        met(over(&beside) <= 1.0),
+        over(start_up),
+        ms(&first, 0.5) - ms(&beside.first, 0.5),
     );
     let per_session = (with_anon - before_anon) * 1024.0 / open.max(1) as f64;
     println!(
@@ -231,18 +244,10 @@ fn threads(pid: u32) -> anyhow::Result<usize> {
     Ok(std::fs::read_dir(format!("/proc/{pid}/task"))?.count())
 }
 
-/// A process's anonymous resident memory, in MiB.
+/// The anonymous resident memory of a process (its heap and stacks, not its mapped binary), in
+/// MiB.
 fn anon_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .context("no RssAnon")?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()?;
-    Ok(kib / 1024.0)
+    crate::broker::status_mib(pid, "RssAnon")
 }
 
 /// `callers` callers each make one call to a shared demo server, with `limits.caller_rate` in
@@ -256,7 +261,7 @@ async fn rate_state(callers: usize) -> anyhow::Result<()> {
         } else {
             json!({})
         };
-        let broker = broker(callers, demo(None)?, extra).await?;
+        let broker = with_callers(callers, demo(None)?, extra).await?;
         let client = broker.client().await?;
         let echo = call("echo", r#"{"message": "hi"}"#);
         client.clone().call_tool(as_caller(0, &echo)).await?;

@@ -83,10 +83,23 @@ async fn broker(
         entry["max_sessions"] = (callers + 10).into();
     }
     entry["init_timeout"] = "120s".into();
+    with_callers(callers, entry, serde_json::json!({})).await
+}
+
+/// A broker with `callers` static tokens (caller `i` sends `token-i`, see [`as_caller`]) and
+/// one server `entry`, plus `extra` top-level config.
+pub async fn with_callers(
+    callers: usize,
+    entry: serde_json::Value,
+    extra: serde_json::Value,
+) -> anyhow::Result<BrokerProcess> {
     let tokens: Vec<_> = (0..callers)
         .map(|i| serde_json::json!({"name": format!("caller-{i}"), "value_env": format!("TOKEN_{i}")}))
         .collect();
-    let config = serde_json::json!({"auth": {"tokens": tokens}, "servers": [entry]});
+    let mut config = serde_json::json!({"auth": {"tokens": tokens}, "servers": [entry]});
+    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+        config.extend(extra.clone());
+    }
     let env: Vec<(String, String)> = (0..callers)
         .map(|i| (format!("TOKEN_{i}"), format!("token-{i}")))
         .collect();
