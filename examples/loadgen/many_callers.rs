@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::{
     Plan,
-    broker::{BrokerProcess, toolbroker_bin},
+    broker::{BrokerProcess, cpu_of, toolbroker_bin},
     direct::Direct,
     per_caller::{as_caller, call, open_sessions, settled_rss, with_callers},
     report::histogram,
@@ -267,18 +267,24 @@ async fn rate_state(callers: usize) -> anyhow::Result<()> {
         client.clone().call_tool(as_caller(0, &echo)).await?;
         settled_rss(&broker).await?;
         let before = anon_mib(broker.pid())?;
+        let (mut latency, cpu_then) = (histogram(), cpu_of(broker.pid())?);
         for i in 1..callers {
+            let started = Instant::now();
             client.clone().call_tool(as_caller(i, &echo)).await?;
+            record(&mut latency, started)?;
         }
+        let cpu = (cpu_of(broker.pid())? - cpu_then) / (callers - 1).max(1) as u32;
         settled_rss(&broker).await?;
         let after = anon_mib(broker.pid())?;
         println!(
-            "{callers} callers, one call each, {}: broker anonymous RSS {before:.1} → {after:.1} MiB",
+            "{callers} callers, one call each, {}: broker anonymous RSS {before:.1} → {after:.1} MiB; a call p50 {:.3} ms, broker cpu/call {:.1} µs ({callers} static tokens)",
             if rate {
                 "limits.caller_rate in memory"
             } else {
                 "no rate"
-            }
+            },
+            ms(&latency, 0.5),
+            cpu.as_secs_f64() * 1e6,
         );
         called.push(after);
     }
