@@ -16,7 +16,7 @@ use crate::{
     Plan,
     broker::{BrokerProcess, cpu_of, toolbroker_bin},
     direct::Direct,
-    per_caller::{as_caller, call, open_sessions, settled_rss, with_callers},
+    per_caller::{as_caller, call, make_per_caller, open_sessions, settled_rss, with_callers},
     report::histogram,
     soak::children,
 };
@@ -109,8 +109,7 @@ fn demo(sessions: Option<(usize, Duration)>) -> anyhow::Result<serde_json::Value
         "init_timeout": "120s",
     });
     if let Some((sessions, idle)) = sessions {
-        entry["isolation"] = "per-caller".into();
-        entry["max_sessions"] = (sessions + 10).into();
+        make_per_caller(&mut entry, sessions);
         entry["idle_timeout"] = format!("{}s", idle.as_secs()).into();
     }
     Ok(entry)

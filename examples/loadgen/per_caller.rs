@@ -79,11 +79,16 @@ async fn broker(
 ) -> anyhow::Result<BrokerProcess> {
     let mut entry = entry.clone();
     if per_caller {
-        entry["isolation"] = "per-caller".into();
-        entry["max_sessions"] = (callers + 10).into();
+        make_per_caller(&mut entry, callers);
     }
     entry["init_timeout"] = "120s".into();
     with_callers(callers, entry, serde_json::json!({})).await
+}
+
+/// Makes server `entry` per-caller, with room for `callers` sessions.
+pub fn make_per_caller(entry: &mut serde_json::Value, callers: usize) {
+    entry["isolation"] = "per-caller".into();
+    entry["max_sessions"] = (callers + 10).into();
 }
 
 /// A broker with `callers` static tokens (caller `i` sends `token-i`, see [`as_caller`]) and

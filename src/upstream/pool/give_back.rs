@@ -18,10 +18,17 @@ struct Closes {
     changed: Condvar,
 }
 
-static CLOSES: Closes = Closes {
-    count: Mutex::new(0),
-    changed: Condvar::new(),
-};
+impl Closes {
+    /// None yet.
+    const fn new() -> Self {
+        Self {
+            count: Mutex::new(0),
+            changed: Condvar::new(),
+        }
+    }
+}
+
+static CLOSES: Closes = Closes::new();
 
 /// Notes that a session closed: its memory is given back once closes stop for a second.
 pub fn session_closed() {
@@ -90,10 +97,7 @@ mod tests {
 
     /// A counter of its own with its thread, trimming into `trims`.
     fn closes_counted(quiet: Duration) -> (&'static Closes, &'static AtomicUsize) {
-        let closes: &'static Closes = Box::leak(Box::new(Closes {
-            count: Mutex::new(0),
-            changed: Condvar::new(),
-        }));
+        let closes: &'static Closes = Box::leak(Box::new(Closes::new()));
         let trims: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
         std::thread::spawn(move || {
             trim_after_closes(closes, quiet, || {

@@ -5,7 +5,7 @@
 //! subscribed to; what comes is passed to the supervisor as a 2025 server's notifications are.
 //! One caller's session, which lists nothing, opens its stream at its caller's first
 //! subscription: until then a stream would cost it memory (about 10 KiB of rmcp's channel, of
-//! a session's 70; docs/performance.md, "Many callers") for nothing.
+//! a session's 72; docs/performance.md, "Many callers, round two") for nothing.
 
 use std::{collections::BTreeSet, time::Duration};
 
