@@ -11,6 +11,7 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
+    serve::ListenerExt as _,
 };
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
@@ -59,6 +60,13 @@ pub async fn serve_http(
     };
     // Tests and users read this line for the URL.
     tracing::info!(url = %format!("http://{addr}{path}"), "listening");
+    // As the MCP face: an answer goes out in a few small writes, and without TCP_NODELAY the
+    // client's delayed ACK holds the last one back ~40 ms on a kept-alive connection.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     let serving =
         axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
     let stopping = async {
