@@ -2,7 +2,8 @@
 //! baseline), through the broker's gRPC CallTool, and through the broker's MCP face with rmcp's
 //! streamable HTTP client; at concurrency 1, 16 and 64 (64: where the face is compared with the
 //! crates.io `mcp-proxy`), in interleaved rounds, every answer checked. One broker serves both
-//! the gRPC port and the face, so the two broker paths share its process and upstream.
+//! the gRPC port and the face, so the two broker paths share its process and upstream. Beside
+//! them, the face's floor (`face_floor.rs`): the demo server itself over streamable HTTP.
 
 use anyhow::{Context as _, bail};
 use rmcp::{
@@ -19,8 +20,9 @@ use toolbroker::proto::tool_broker_client::ToolBrokerClient;
 use crate::{
     Plan,
     broker::{BrokerProcess, measure_process},
-    calls, demo_config,
+    demo_config,
     direct::Direct,
+    face_floor::{self, Alone, HttpAlone},
     hello,
     report::{Figures, median},
     streaming::unary_echo,
@@ -50,20 +52,37 @@ pub async fn run(plan: Plan, mcp_proxy: Option<&str>) -> anyhow::Result<()> {
         Some(bin) => Some(OtherProxy::start(bin).await?),
         None => None,
     };
+    let alones = [
+        (Alone::Sdk, HttpAlone::start(Alone::Sdk).await?),
+        (Alone::Bare, HttpAlone::start(Alone::Bare).await?),
+    ];
     for concurrency in [1, 16, 64] {
         let (mut direct_runs, mut grpc_runs, mut face_runs) = (Vec::new(), Vec::new(), Vec::new());
-        let mut other_runs = Vec::new();
+        let (mut other_runs, mut alone_runs) = (Vec::new(), [Vec::new(), Vec::new()]);
         for _ in 0..rounds {
             direct_runs.push(direct_load(direct.peer(), concurrency, plan).await?);
             grpc_runs.push(grpc_load(&broker, grpc.clone(), concurrency, plan).await?);
             face_runs.push(face_load(&broker, face.peer().clone(), concurrency, plan).await?);
+            for ((_, alone), runs) in alones.iter().zip(&mut alone_runs) {
+                runs.push(alone.load(concurrency, plan).await?);
+            }
             if let Some(other) = &other {
                 other_runs.push(other.load(concurrency, plan).await?);
             }
         }
         let (direct, grpc, face) = (median(direct_runs), median(grpc_runs), median(face_runs));
-        if !other_runs.is_empty() {
-            let other = median(other_runs);
+        let other = (!other_runs.is_empty()).then(|| median(other_runs));
+        for ((kind, _), runs) in alones.iter().zip(alone_runs) {
+            let alone = median(runs);
+            println!(
+                "{}",
+                alone.row(&format!("c={concurrency} {}", kind.label()))
+            );
+            let floor =
+                face_floor::report(concurrency, (*kind, &alone), &direct, &face, other.as_ref());
+            println!("{floor}");
+        }
+        if let Some(other) = other {
             println!("{}", other.row(&format!("c={concurrency} mcp-proxy")));
             println!(
                 "c={concurrency} mcp-proxy vs direct: throughput {:.2}x, p50 {:+.3} ms; \
@@ -90,6 +109,9 @@ pub async fn run(plan: Plan, mcp_proxy: Option<&str>) -> anyhow::Result<()> {
         );
     }
     face.cancel().await?;
+    for (_, alone) in alones {
+        alone.stop().await?;
+    }
     direct.stop().await?;
     if let Some(other) = other {
         other.stop().await?;
@@ -173,14 +195,15 @@ pub async fn connect(url: &str) -> anyhow::Result<RunningService<RoleClient, ()>
     Ok(().serve(transport).await?)
 }
 
-/// Closed-loop `echo` at `concurrency` on the direct stdio session.
+/// Closed-loop `echo` at `concurrency` on the direct stdio session, with this process's CPU
+/// per call: the rmcp client's (the load loop's own is negligible beside it).
 async fn direct_load(
     peer: Peer<RoleClient>,
     concurrency: usize,
     plan: Plan,
 ) -> anyhow::Result<Figures> {
     let call = move || mcp_echo(peer.clone());
-    calls::run(concurrency, plan.warmup, plan.duration, call).await
+    measure_process(std::process::id(), concurrency, plan, call).await
 }
 
 /// Closed-loop CallTool `echo` at `concurrency`, with the broker's CPU per call.
@@ -212,7 +235,7 @@ async fn mcp_echo(peer: Peer<RoleClient>) -> anyhow::Result<()> {
 }
 
 /// `tools/call <tool> {"message": "hello"}`, checked as [`mcp_echo`] says.
-async fn mcp_call(peer: Peer<RoleClient>, tool: &'static str) -> anyhow::Result<()> {
+pub async fn mcp_call(peer: Peer<RoleClient>, tool: &'static str) -> anyhow::Result<()> {
     let result = peer
         .call_tool(CallToolRequestParams::new(tool).with_arguments(hello()))
         .await?;

@@ -59,15 +59,17 @@ pub async fn no_op_load(concurrency: usize, plan: Plan) -> anyhow::Result<Figure
     measure_process(server.pid()?, concurrency, plan, call).await
 }
 
-/// A helper process: a running `loadgen null-server` or `bytes-server` (killed when dropped).
-struct Helper {
+/// A helper process: a running `loadgen null-server`, `null-mcp-server` or `bytes-server`
+/// (killed when dropped).
+pub struct Helper {
     child: Child,
-    addr: String,
+    /// The address it listens on.
+    pub addr: String,
 }
 
 impl Helper {
     /// Starts `loadgen ARGS` and reads the address it prints.
-    async fn start(args: &[&str]) -> anyhow::Result<Self> {
+    pub async fn start(args: &[&str]) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
             .args(args)
             .stdin(Stdio::null())
@@ -84,7 +86,7 @@ impl Helper {
     }
 
     /// Its process id, while it runs.
-    fn pid(&self) -> anyhow::Result<u32> {
+    pub fn pid(&self) -> anyhow::Result<u32> {
         self.child.id().context("the helper process exited")
     }
 }

@@ -32,7 +32,8 @@
 //!   (medians of interleaved rounds);
 //! - `face`: MCP `tools/call echo` direct over stdio, through gRPC CallTool and through the
 //!   broker's MCP face (streamable HTTP), at concurrency 1, 16, 64 (medians of interleaved
-//!   rounds); `--mcp-proxy BIN` adds the crates.io `mcp-proxy` binary BIN in front of the same
+//!   rounds), beside its floors: the demo server itself over streamable HTTP, or `loadgen
+//!   null-mcp-server` (canned JSON, no SDK), plus the direct client; `--mcp-proxy BIN` adds the crates.io `mcp-proxy` binary BIN in front of the same
 //!   server, for comparison;
 //! - `search`: SearchTools over 10,000 tools: the index build and the queries timed in process,
 //!   and SearchTools through the broker beside ListServers, at concurrency 1 and 16;
@@ -57,6 +58,7 @@ mod collector;
 mod direct;
 mod echo_server;
 mod face;
+mod face_floor;
 mod fanout;
 mod floor;
 mod guards;
@@ -64,6 +66,7 @@ mod listing;
 mod long_calls;
 mod many_callers;
 mod null_broker;
+mod null_mcp;
 mod per_caller;
 mod replicas;
 mod report;
@@ -98,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("echo-server") => return echo_server::serve().await,
         Some("null-server") => return floor::serve().await,
+        Some("null-mcp-server") => return null_mcp::serve().await,
         Some("bytes-server") => {
             let size = args.get(1).map_or(Ok(0), |size| size.parse())?;
             return floor::serve_bytes(size).await;
