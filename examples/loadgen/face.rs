@@ -3,7 +3,8 @@
 //! streamable HTTP client; at concurrency 1, 16 and 64 (64: where the face is compared with the
 //! crates.io `mcp-proxy`), in interleaved rounds, every answer checked. One broker serves both
 //! the gRPC port and the face, so the two broker paths share its process and upstream. Beside
-//! them, the face's floor (`face_floor.rs`): the demo server itself over streamable HTTP.
+//! them, the face's floors (`face_floor.rs`): the demo server itself over streamable HTTP, and a
+//! bare server of canned JSON (`null_mcp.rs`), each plus the direct client.
 
 use anyhow::{Context as _, bail};
 use rmcp::{
