@@ -149,22 +149,12 @@ impl OtherProxy {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()?;
-        let url = format!("http://127.0.0.1:{port}/");
-        let mut last = None;
-        for _ in 0..200 {
-            match connect(&url).await {
-                Ok(session) => {
-                    return Ok(Self {
-                        child,
-                        session,
-                        _dir: dir,
-                    });
-                }
-                Err(error) => last = Some(error),
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        bail!("mcp-proxy at {url} did not answer: {last:?}")
+        let session = connect_when_up(&format!("http://127.0.0.1:{port}/")).await?;
+        Ok(Self {
+            child,
+            session,
+            _dir: dir,
+        })
     }
 
     /// Closed-loop `demo/echo` at `concurrency`, with the CPU per call of `mcp-proxy` itself
@@ -181,6 +171,20 @@ impl OtherProxy {
         self.child.kill().await?;
         Ok(())
     }
+}
+
+/// An MCP session with the server just started at `url`, once it answers (tried every 50 ms
+/// for 10 s).
+pub async fn connect_when_up(url: &str) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    let mut last = None;
+    for _ in 0..200 {
+        match connect(url).await {
+            Ok(session) => return Ok(session),
+            Err(error) => last = Some(error),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    bail!("the server at {url} did not answer: {last:?}")
 }
 
 /// An MCP session with the face at `url`, shared by all the callers of a load as the direct

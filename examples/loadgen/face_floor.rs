@@ -6,13 +6,13 @@
 //! itself (rmcp's streamable-HTTP server, as the SDK serves MCP), and `loadgen
 //! null-mcp-server` (canned JSON, no SDK: the bare floor).
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use rmcp::{RoleClient, service::RunningService};
 
 use crate::{
     Plan,
     broker::{measure_process, toolbroker_bin},
-    face::{connect, mcp_call},
+    face::{connect_when_up, mcp_call},
     floor::Helper,
     report::Figures,
 };
@@ -72,16 +72,8 @@ impl HttpAlone {
                 (Process::Bare(helper), addr)
             }
         };
-        let url = format!("http://{addr}/mcp");
-        let mut last = None;
-        for _ in 0..200 {
-            match connect(&url).await {
-                Ok(session) => return Ok(Self { process, session }),
-                Err(error) => last = Some(error),
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        bail!("the server at {url} did not answer: {last:?}")
+        let session = connect_when_up(&format!("http://{addr}/mcp")).await?;
+        Ok(Self { process, session })
     }
 
     /// Closed-loop `echo` at `concurrency`, with the server's CPU per call.
