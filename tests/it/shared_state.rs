@@ -348,6 +348,57 @@ async fn a_task_is_answered_for_by_every_replica_and_a_dead_replicas_task_fails_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replica_running_a_task_answers_for_it_from_memory_alike_and_to_its_owner_only() {
+    let mut redis = RedisServer::start().await;
+    let brokers = replicas(&redis, 2, &[]).await;
+    let [runner, other] = &brokers[..] else {
+        unreachable!()
+    };
+    let get = async |broker: &Broker, caller: &str, name: &str| {
+        let request = lro::GetOperationRequest {
+            name: name.to_owned(),
+        };
+        operations(broker)
+            .get_operation(as_caller(Some(caller), &[], request))
+            .await
+    };
+
+    // Waited for on the replica running it (its runner tells) and read from Redis by
+    // another: one answer, to the millisecond.
+    let quick = start(runner, "alice", r#"{"ms": 300}"#).await;
+    let done = wait(runner, "alice", &quick.name, WAIT).await;
+    assert!(matches!(done.result, Some(Ended::Response(_))), "{done:?}");
+    let elsewhere = wait(other, "alice", &quick.name, WAIT).await;
+    assert_eq!(elsewhere, done);
+
+    // With Redis gone, the replica running a call still answers for it, from memory, to
+    // alice only: bob, with the name, is refused there as anywhere. Another replica can only
+    // say that Redis is away.
+    let long = start(runner, "alice", r#"{"ms": 60000}"#).await;
+    redis.stop().await;
+    let running = get(runner, "alice", &long.name).await.unwrap().into_inner();
+    assert!(!running.done, "{running:?}");
+    let still = wait(runner, "alice", &long.name, Duration::from_millis(200)).await;
+    assert_eq!(still, running);
+    let stolen = get(runner, "bob", &long.name).await.unwrap_err();
+    assert_eq!(stolen.code(), Code::NotFound, "{stolen:?}");
+    let bob_waits = operations(runner)
+        .wait_operation(as_caller(
+            Some("bob"),
+            &[],
+            lro::WaitOperationRequest {
+                name: long.name.clone(),
+                timeout: Some(Duration::from_secs(5).try_into().unwrap()),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bob_waits.code(), Code::NotFound, "{bob_waits:?}");
+    let away = get(other, "alice", &long.name).await.unwrap_err();
+    assert_eq!(away.code(), Code::Unavailable, "{away:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_under_load_hands_its_callers_to_the_others() {
     let redis = RedisServer::start().await;
     let brokers = replicas(&redis, 3, &[]).await;

@@ -71,10 +71,17 @@ enum Stop {
     BrokerStopped,
 }
 
-/// A task this process runs: how to stop it and where its answers go.
+/// A task's record as the store holds it, published by the task's runner in this process;
+/// `None` while the store may hold another (a write that failed, or that the store refused).
+type Latest = watch::Receiver<Option<Arc<TaskRecord>>>;
+
+/// A task this process runs: how to stop it, where its answers go, and its record as stored.
 struct Running {
     stop: watch::Sender<Option<Stop>>,
     answers: mpsc::Sender<Answer>,
+    /// Read instead of the store: a shared store's round trip saved for every read and wait
+    /// of a task this process runs, and a change seen without the store's channel.
+    latest: Latest,
 }
 
 struct Inner {
@@ -138,9 +145,15 @@ impl Tasks {
         let (conversation, events) = Conversation::new();
         let (stop, stopped) = watch::channel(None);
         let (answers, answered) = mpsc::channel(ANSWER_BUFFER);
+        let (stored, latest) = watch::channel(Some(Arc::new(record.clone())));
         {
             let mut running = self.lock();
-            running.insert(id.clone(), Running { stop, answers });
+            let entry = Running {
+                stop,
+                answers,
+                latest,
+            };
+            running.insert(id.clone(), entry);
             self.0.count.send_replace(running.len());
         }
         metrics::gauge!("toolbroker_tasks_running").increment(1);
@@ -153,6 +166,7 @@ impl Tasks {
             events,
             answered,
             stopped,
+            stored,
         };
         let call = call(conversation);
         tokio::spawn(runner.drive(call).instrument(span));
@@ -161,12 +175,16 @@ impl Tasks {
 
     /// Task `id` of `owner`; NOT_FOUND for another caller's, as for none.
     pub async fn get(&self, owner: &CallerKey, id: &str) -> Result<TaskRecord, RequestError> {
-        match self.0.store.get(id).await.map_err(unavailable)? {
-            Some(record) if record.owner == *owner => Ok(record),
-            _ => Err(RequestError::UnknownOperation {
-                name: id.to_owned(),
-            }),
+        if let Some(record) = self.latest(id).and_then(|latest| latest.borrow().clone()) {
+            return owned(owner, id, Some(&*record));
         }
+        let stored = self.0.store.get(id).await.map_err(unavailable)?;
+        owned(owner, id, stored.as_ref())
+    }
+
+    /// Task `id`'s record as stored, published by its runner, if this process runs it.
+    fn latest(&self, id: &str) -> Option<Latest> {
+        self.lock().get(id).map(|running| running.latest.clone())
     }
 
     /// Every kept task of `owner`, newest first.
@@ -194,10 +212,32 @@ impl Tasks {
         settled: impl Fn(&TaskRecord) -> bool,
     ) -> Result<TaskRecord, RequestError> {
         let until = tokio::time::Instant::now() + within;
+        let mut local = self.latest(id);
         loop {
+            // This process runs it: its runner tells of each change, with the record.
+            if let Some(latest) = local.as_mut() {
+                let current = latest.borrow_and_update().clone();
+                if let Some(record) = current {
+                    let record = owned(owner, id, Some(&*record))?;
+                    if settled(&record) {
+                        return Ok(record);
+                    }
+                    tokio::select! {
+                        changed = latest.changed() => {
+                            if changed.is_err() {
+                                // Its runner is done: the store has the last word.
+                                local = None;
+                            }
+                        }
+                        () = tokio::time::sleep_until(until) => return Ok(record),
+                    }
+                    continue;
+                }
+            }
             // Subscribed before reading, so that no change falls between.
             let changed = self.0.store.changed(id);
-            let record = self.get(owner, id).await?;
+            let stored = self.0.store.get(id).await.map_err(unavailable)?;
+            let record = owned(owner, id, stored.as_ref())?;
             if settled(&record) {
                 return Ok(record);
             }
@@ -375,11 +415,12 @@ impl Tasks {
 
     /// Task `id`'s record as it stands now, into the store; retried for a while if the store
     /// cannot be reached (a running record left behind would show it running for ever).
-    async fn save(&self, record: &TaskRecord, last: bool) {
+    /// Whether the store holds it now.
+    async fn save(&self, record: &TaskRecord, last: bool) -> bool {
         let mut delay = Duration::from_millis(100);
         for _ in 0..if last { 10 } else { 1 } {
             match self.0.store.put(record.clone()).await {
-                Ok(()) => return,
+                Ok(replaced) => return replaced,
                 Err(down) => {
                     tracing::warn!(task.id = %record.id, store = %down.store, reason = %down.reason,
                         "a task's record could not be saved");
@@ -388,6 +429,7 @@ impl Tasks {
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(5));
         }
+        false
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
@@ -395,6 +437,20 @@ impl Tasks {
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// `found` if `owner` owns it; NOT_FOUND for another caller's task `id`, as for none.
+fn owned(
+    owner: &CallerKey,
+    id: &str,
+    found: Option<&TaskRecord>,
+) -> Result<TaskRecord, RequestError> {
+    match found {
+        Some(record) if record.owner == *owner => Ok(record.clone()),
+        _ => Err(RequestError::UnknownOperation {
+            name: id.to_owned(),
+        }),
     }
 }
 

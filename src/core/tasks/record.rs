@@ -133,7 +133,7 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// A running call's first record.
     pub fn started(id: String, owner: CallerKey, tool: String, server: String) -> Self {
-        let now = SystemTime::now();
+        let now = now();
         Self {
             id,
             owner,
@@ -169,7 +169,7 @@ impl TaskRecord {
 
     /// Ends the record with `outcome`, kept for `ttl` from now.
     pub fn end(&mut self, outcome: Outcome, ttl: std::time::Duration) {
-        let now = SystemTime::now();
+        let now = now();
         self.state = match &outcome {
             Outcome::Answered(_) => TaskState::Completed,
             Outcome::Failed(_) => TaskState::Failed,
@@ -186,6 +186,20 @@ impl TaskRecord {
         self.questions.clear();
         self.outcome = Some(outcome);
         self.updated = now;
-        self.expires = Some(now + ttl);
+        self.expires = Some(whole_millis(now + ttl));
     }
+}
+
+/// Now, as a record keeps it: to the millisecond, as a shared store does, so that a record
+/// read from memory and the same record read from the store are one answer.
+pub fn now() -> SystemTime {
+    whole_millis(SystemTime::now())
+}
+
+/// `time` less its part under a millisecond.
+fn whole_millis(time: SystemTime) -> SystemTime {
+    let since = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(since.as_millis() as u64)
 }

@@ -194,7 +194,7 @@ impl TaskStore for RedisStore {
         })
     }
 
-    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreDown>> {
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, StoreDown>> {
         Box::pin(async move {
             let (_, running) = self.owner_keys(&record.owner);
             let ended = record.state.is_terminal();
@@ -218,10 +218,7 @@ impl TaskStore for RedisStore {
                 .invoke_async(&mut self.shared.connection())
                 .await;
             match result {
-                Ok(_) => {
-                    self.shared.worked();
-                    Ok(())
-                }
+                Ok(replaced) => Ok(self.worked(replaced == 1)),
                 Err(error) => Err(self.down("task_put", &error)),
             }
         })
@@ -616,7 +613,21 @@ mod tests {
         let back = read(&json).unwrap();
         assert_eq!(back.owner, record.owner);
         assert_eq!(back.questions.len(), 1);
-        assert_eq!(millis(back.created), millis(record.created));
+        // Times to the millisecond, as records keep them: the same record from memory or Redis.
+        assert_eq!(back.created, record.created);
+        assert_eq!(back.updated, record.updated);
+        let called = Called {
+            server: ServerName::parse("fs").unwrap(),
+            result: CallToolResult::success(vec![rmcp::model::ContentBlock::text("done")]),
+        };
+        let mut ended = record.clone();
+        ended.end(
+            Outcome::Answered(called),
+            Duration::from_micros(3_600_000_123),
+        );
+        let back = read(&Stored::from(&ended).to_json()).unwrap();
+        assert_eq!((back.updated, back.expires), (ended.updated, ended.expires));
+        assert_eq!(back.state, TaskState::Completed);
 
         // What reap.lua writes: no questions key, a failed outcome, numbers as Lua prints them.
         let mut reaped: serde_json::Value = serde_json::from_str(&json).unwrap();

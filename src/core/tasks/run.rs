@@ -8,7 +8,7 @@
     reason = "sampling is what servers before MCP 2026-07-28 use"
 )]
 
-use std::{collections::HashMap, time::SystemTime};
+use std::{collections::HashMap, sync::Arc};
 
 use rmcp::model::{CreateMessageResult, ElicitResult};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -27,6 +27,8 @@ pub(super) struct Runner {
     pub events: mpsc::Receiver<Interaction>,
     pub answered: mpsc::Receiver<Answer>,
     pub stopped: watch::Receiver<Option<Stop>>,
+    /// Where the record goes each time the store holds it (for this process's readers).
+    pub stored: watch::Sender<Option<Arc<TaskRecord>>>,
 }
 
 /// Where the answer to an open question goes.
@@ -47,12 +49,14 @@ impl Runner {
             mut events,
             mut answered,
             mut stopped,
+            stored,
         } = self;
         let mut task = Task {
             tasks,
             record,
             replies: HashMap::new(),
             asked: 0,
+            stored,
         };
         let mut call = Box::pin(call);
         let outcome = loop {
@@ -83,7 +87,9 @@ impl Runner {
         task.replies.clear();
         task.record.end(outcome, task.tasks.settings().ttl);
         let state = task.record.state;
-        task.tasks.save(&task.record, true).await;
+        let held = task.tasks.save(&task.record, true).await;
+        // Before the task leaves the running ones: a waiter here sees its end without the store.
+        task.publish(held);
         task.tasks.finished(&task.record.id, state);
     }
 }
@@ -95,6 +101,7 @@ struct Task {
     replies: HashMap<String, Reply>,
     /// Questions asked so far (their ids count).
     asked: u64,
+    stored: watch::Sender<Option<Arc<TaskRecord>>>,
 }
 
 impl Task {
@@ -159,8 +166,15 @@ impl Task {
     }
 
     async fn save(&mut self) {
-        self.record.updated = SystemTime::now();
-        self.tasks.save(&self.record, false).await;
+        self.record.updated = super::record::now();
+        let held = self.tasks.save(&self.record, false).await;
+        self.publish(held);
+    }
+
+    /// The record to this process's readers if the store now `held` it; else they ask the store.
+    fn publish(&self, held: bool) {
+        self.stored
+            .send_replace(held.then(|| Arc::new(self.record.clone())));
     }
 }
 

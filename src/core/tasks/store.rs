@@ -60,8 +60,8 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Replaces a task's record (the task's runner is its one writer while it runs); nothing if
     /// it was forgotten or has ended (a shared store may have ended it for a runner it thought
-    /// gone). A finished record is kept until its `expires`.
-    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreDown>>;
+    /// gone). A finished record is kept until its `expires`. Whether it was replaced.
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, StoreDown>>;
 
     /// The record of task `id`, if kept and not expired.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreDown>>;
@@ -213,9 +213,10 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(created))
     }
 
-    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreDown>> {
+    fn put(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, StoreDown>> {
         let mut records = self.lock();
         let Records { by_id, by_owner } = &mut *records;
+        let mut replaced = false;
         if let Some(kept) = by_id.get_mut(&record.id)
             && !kept.record.state.is_terminal()
         {
@@ -225,8 +226,9 @@ impl TaskStore for MemoryStore {
             }
             kept.record = record;
             kept.changes.send_replace(());
+            replaced = true;
         }
-        Box::pin(std::future::ready(Ok(())))
+        Box::pin(std::future::ready(Ok(replaced)))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreDown>> {
