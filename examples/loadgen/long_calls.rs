@@ -1,7 +1,8 @@
 //! StartToolCall + WaitOperation against CallTool on the same broker: `echo` at concurrency 1
 //! and 16, in interleaved rounds, every answer checked; what a long call's record costs in
 //! broker CPU per call and latency when the call is short (the worst case for it), with the
-//! records in memory and in a real `redis-server` (`state.redis`).
+//! records in memory and in a real `redis-server` (`state.redis`); and Redis's round trips per
+//! long call, counted by `redis-cli monitor`.
 
 use anyhow::{Context as _, bail};
 use prost::Message as _;
@@ -66,6 +67,17 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
             );
         }
     }
+    let calls = if plan.quick { 50 } else { 1000 };
+    let (client, operations) = (
+        shared.client().await?,
+        OperationsClient::new(shared.channel().await?),
+    );
+    let trips = redis
+        .round_trips_per(calls, || operation_echo(client.clone(), operations.clone()))
+        .await?;
+    println!(
+        "redis round trips per long call (StartToolCall + WaitOperation): {trips:.3} (commands sent, over {calls} calls one at a time)"
+    );
     Ok(())
 }
 

@@ -2,12 +2,13 @@
 //! machine, without rates, with `limits.caller_rate` in memory, and with the same rate kept in
 //! a real `redis-server` (`state.redis`), in interleaved rounds at concurrency 1 and 64, every
 //! answer checked. The rate is far above the load, so every call is let through and each pays
-//! for its check; Redis's own CPU per call is counted beside the broker's, and its script calls
-//! (round trips) per call over a fixed number of calls.
+//! for its check; Redis's own CPU per call is counted beside the broker's, and its round trips
+//! per call (commands sent) over a fixed number of calls.
 
 use std::{process::Stdio, time::Duration};
 
 use anyhow::{Context as _, bail};
+use tokio::io::AsyncBufReadExt as _;
 
 use crate::{
     Plan,
@@ -68,9 +69,12 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         );
     }
     let calls = if plan.quick { 50 } else { 2000 };
-    let trips = redis.round_trips_per_call(&shared, calls).await?;
+    let client = shared.client().await?;
+    let trips = redis
+        .round_trips_per(calls, || unary_echo(client.clone()))
+        .await?;
     println!(
-        "redis round trips per rated call: {trips:.3} (EVALSHA over {calls} calls one at a time)"
+        "redis round trips per rated call: {trips:.3} (commands sent, over {calls} calls one at a time)"
     );
     Ok(())
 }
@@ -135,40 +139,53 @@ impl Redis {
             .await?)
     }
 
-    /// Script calls (EVALSHA, each one round trip) per `echo` of `broker` over `calls` calls
-    /// one at a time, counted by Redis from a reset of its statistics.
-    async fn round_trips_per_call(
-        &self,
-        broker: &BrokerProcess,
-        calls: u32,
-    ) -> anyhow::Result<f64> {
+    /// Commands clients sent Redis per `call`, over `calls` calls one at a time: its round
+    /// trips (a script's own commands are not counted), as `redis-cli monitor` shows them.
+    /// What the brokers do meanwhile of their own (a lease renewed) counts too.
+    pub async fn round_trips_per<F, Fut>(&self, calls: u32, mut call: F) -> anyhow::Result<f64>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        // Opened before the monitor starts: its own set-up commands are not counted.
         let mut connection = self.connection().await?;
-        let client = broker.client().await?;
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async::<()>(&mut connection)
-            .await?;
+        let mut monitor = tokio::process::Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "monitor"])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("redis-cli (Debian package redis-tools) runs")?;
+        let stdout = monitor.stdout.take().context("redis-cli's output")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        // MONITOR answers OK once it shows every command from then on.
+        while lines
+            .next_line()
+            .await?
+            .context("redis-cli monitor ended")?
+            != "OK"
+        {}
         for _ in 0..calls {
-            unary_echo(client.clone()).await?;
+            call().await?;
         }
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut connection)
+        let marker = "loadgen-monitor-end";
+        redis::cmd("ECHO")
+            .arg(marker)
+            .query_async::<String>(&mut connection)
             .await?;
-        let scripts: u64 = info
-            .lines()
-            .filter(|line| {
-                line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
-            })
-            .filter_map(|line| {
-                line.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum();
-        Ok(scripts as f64 / f64::from(calls))
+        let mut sent = 0u64;
+        loop {
+            let line = lines
+                .next_line()
+                .await?
+                .context("redis-cli monitor ended")?;
+            if line.contains(marker) {
+                break;
+            }
+            // `<time> [<db> <client>] "COMMAND" ...`; a script's commands come from `lua`.
+            if !line.contains(" lua] ") {
+                sent += 1;
+            }
+        }
+        Ok(sent as f64 / f64::from(calls))
     }
 }
