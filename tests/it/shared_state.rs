@@ -399,6 +399,51 @@ async fn the_replica_running_a_task_answers_for_it_from_memory_alike_and_to_its_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_records_a_caller_may_keep_its_oldest_finished_one_is_forgotten_not_a_running_one()
+{
+    // 17 running tasks at most, so 170 records kept.
+    let redis = RedisServer::start().await;
+    let tasks = ("tasks", json!({"max_per_caller": 17}));
+    let broker = replica(&redis, &[tasks]).await;
+    // 16 running ones first, the oldest: more than a page of the script's scan.
+    let mut running = Vec::new();
+    for _ in 0..16 {
+        running.push(start(&broker, "alice", r#"{"ms": 60000}"#).await.name);
+    }
+    let mut finished = Vec::new();
+    for _ in 0..155 {
+        let quick = start(&broker, "alice", r#"{"ms": 0}"#).await;
+        let done = wait(&broker, "alice", &quick.name, WAIT).await;
+        assert!(done.done, "{done:?}");
+        finished.push(quick.name);
+    }
+    let listed = operations(&broker)
+        .list_operations(as_caller(
+            Some("alice"),
+            &[],
+            lro::ListOperationsRequest {
+                page_size: 1000,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = listed
+        .operations
+        .iter()
+        .map(|op| op.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 170, "the records alice keeps");
+    assert!(running.iter().all(|name| names.contains(&name.as_str())));
+    assert!(
+        !names.contains(&finished[0].as_str()),
+        "the oldest finished one is gone"
+    );
+    assert!(names.contains(&finished[1].as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_under_load_hands_its_callers_to_the_others() {
     let redis = RedisServer::start().await;
     let brokers = replicas(&redis, 3, &[]).await;
