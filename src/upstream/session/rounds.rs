@@ -40,6 +40,17 @@ pub struct Stateless {
     roots: ListRootsResult,
     /// The resources the session's listen stream follows.
     pub watched: Watched,
+    /// What [`Self::stamp`] writes for each of what a call's client can answer (by
+    /// [`stamp_index`]), made once: rmcp's setters serialize their structs every time, and a
+    /// call paid for that (issue 42, round four).
+    stamped: [RequestMetaObject; 4],
+}
+
+/// Where [`Stateless::stamp`]'s metadata for `client` is kept.
+fn stamp_index(client: Option<Answers>) -> usize {
+    client.map_or(0, |client| {
+        usize::from(client.elicit) | (usize::from(client.sample) << 1)
+    })
 }
 
 impl Stateless {
@@ -57,22 +68,33 @@ impl Stateless {
             .extensions
             .get_or_insert_with(Default::default)
             .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
-        Self {
+        let mut stateless = Self {
             version,
             client,
             capabilities,
             roots,
             watched: Watched::default(),
+            stamped: Default::default(),
+        };
+        for (elicit, sample) in [(false, false), (true, false), (false, true), (true, true)] {
+            let client = Some(Answers { elicit, sample });
+            let mut meta = RequestMetaObject::default();
+            meta.set_protocol_version(stateless.version.clone());
+            meta.set_client_info(stateless.client.clone());
+            meta.set_client_capabilities(stateless.capabilities(client));
+            stateless.stamped[stamp_index(client)] = meta;
         }
+        stateless
     }
 
     /// Writes what every request of the version carries into `meta`: the version, the
     /// broker's info, and the capabilities [`Self::capabilities`] gives for `client`. (rmcp
     /// adds the same to what it sends; a call on the stdio lane is sent without it.)
     pub fn stamp(&self, meta: &mut RequestMetaObject, client: Option<Answers>) {
-        meta.set_protocol_version(self.version.clone());
-        meta.set_client_info(self.client.clone());
-        meta.set_client_capabilities(self.capabilities(client));
+        let object: &mut JsonObject = meta;
+        for (key, value) in self.stamped[stamp_index(client)].iter() {
+            object.insert(key.clone(), value.clone());
+        }
     }
 
     /// What a request declares: what the call's client can answer (`None`: no client), and
@@ -210,6 +232,25 @@ mod tests {
         assert_eq!(meta.protocol_version(), Some(ProtocolVersion::V_2026_07_28));
         assert_eq!(meta.client_info().unwrap().name, "toolbroker");
         assert!(meta.client_capabilities().unwrap().elicitation.is_none());
+
+        // What is kept is what rmcp's setters write, for each kind of client, over what the
+        // request already carries.
+        let stateless = stateless();
+        for client in [None, Some(Answers::ALL)].into_iter().chain(
+            [(true, false), (false, true), (false, false)]
+                .map(|(elicit, sample)| Some(Answers { elicit, sample })),
+        ) {
+            let mut kept = RequestMetaObject::default();
+            kept.set_progress_token(rmcp::model::ProgressToken(
+                rmcp::model::NumberOrString::Number(7),
+            ));
+            let mut set = kept.clone();
+            stateless.stamp(&mut kept, client);
+            set.set_protocol_version(ProtocolVersion::V_2026_07_28);
+            set.set_client_info(Implementation::new("toolbroker", "1"));
+            set.set_client_capabilities(stateless.capabilities(client));
+            assert_eq!(kept, set, "{client:?}");
+        }
     }
 
     #[tokio::test]
