@@ -101,10 +101,24 @@ fn head(bytes: &[u8]) -> Option<(u8, u8, u32, usize)> {
 }
 
 /// The fragments of the block at the start of `bytes` joined, and where it ends; `None`
-/// while it is cut; `Some((None, _))` if it is malformed.
+/// while it is cut (whatever its first frame says: its padding is read once it is whole);
+/// `Some((None, _))` if it is malformed.
 fn block(bytes: &[u8]) -> Option<(Option<Vec<u8>>, usize)> {
     let (_, flags, stream, len) = head(bytes)?;
     let mut payload = bytes.get(9..9 + len)?;
+    let mut continuations = Vec::new();
+    let mut end = 9 + len;
+    let mut last = flags;
+    while last & 0x4 == 0 {
+        let (kind, flags, next, len) = head(&bytes[end..])?;
+        let more = bytes.get(end + 9..end + 9 + len)?;
+        if kind != 0x9 || next != stream {
+            return Some((None, 0));
+        }
+        continuations.push(more);
+        end += 9 + len;
+        last = flags;
+    }
     let mut pad = 0;
     if flags & 0x8 != 0 {
         let Some((&n, rest)) = payload.split_first() else {
@@ -123,17 +137,8 @@ fn block(bytes: &[u8]) -> Option<(Option<Vec<u8>>, usize)> {
         return Some((None, 0));
     };
     let mut fragment = payload[..keep].to_vec();
-    let mut end = 9 + len;
-    let mut last = flags;
-    while last & 0x4 == 0 {
-        let (kind, flags, next, len) = head(&bytes[end..])?;
-        let payload = bytes.get(end + 9..end + 9 + len)?;
-        if kind != 0x9 || next != stream {
-            return Some((None, 0));
-        }
-        fragment.extend_from_slice(payload);
-        end += 9 + len;
-        last = flags;
+    for more in continuations {
+        fragment.extend_from_slice(more);
     }
     Some((Some(fragment), end))
 }
