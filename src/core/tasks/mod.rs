@@ -178,6 +178,11 @@ impl Tasks {
         if let Some(record) = self.latest(id).and_then(|latest| latest.borrow().clone()) {
             return owned(owner, id, Some(&*record));
         }
+        self.stored(owner, id).await
+    }
+
+    /// Task `id` of `owner` as the store has it.
+    async fn stored(&self, owner: &CallerKey, id: &str) -> Result<TaskRecord, RequestError> {
         let stored = self.0.store.get(id).await.map_err(unavailable)?;
         owned(owner, id, stored.as_ref())
     }
@@ -236,8 +241,7 @@ impl Tasks {
             }
             // Subscribed before reading, so that no change falls between.
             let changed = self.0.store.changed(id);
-            let stored = self.0.store.get(id).await.map_err(unavailable)?;
-            let record = owned(owner, id, stored.as_ref())?;
+            let record = self.stored(owner, id).await?;
             if settled(&record) {
                 return Ok(record);
             }

@@ -30,10 +30,6 @@ pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
 /// What a session on 2026-07-28 (stateless) needs for its requests and their rounds.
 #[derive(Debug)]
 pub struct Stateless {
-    /// The version spoken.
-    version: ProtocolVersion,
-    /// Who the broker says it is.
-    client: Implementation,
     /// Everything the broker's client side can do (what a streaming call declares).
     capabilities: ClientCapabilities,
     /// The answer to `roots/list`.
@@ -69,20 +65,18 @@ impl Stateless {
             .get_or_insert_with(Default::default)
             .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         let mut stateless = Self {
-            version,
-            client,
             capabilities,
             roots,
             watched: Watched::default(),
             stamped: Default::default(),
         };
         for (elicit, sample) in [(false, false), (true, false), (false, true), (true, true)] {
-            let client = Some(Answers { elicit, sample });
+            let answers = Some(Answers { elicit, sample });
             let mut meta = RequestMetaObject::default();
-            meta.set_protocol_version(stateless.version.clone());
-            meta.set_client_info(stateless.client.clone());
-            meta.set_client_capabilities(stateless.capabilities(client));
-            stateless.stamped[stamp_index(client)] = meta;
+            meta.set_protocol_version(version.clone());
+            meta.set_client_info(client.clone());
+            meta.set_client_capabilities(stateless.capabilities(answers));
+            stateless.stamped[stamp_index(answers)] = meta;
         }
         stateless
     }
